@@ -1,0 +1,1 @@
+"""The bot: configuration, CLI, GitHub/Jira clients, event handlers, worker and scheduler."""

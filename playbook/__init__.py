@@ -1,0 +1,1 @@
+"""The playbook domain: bullets, their usage events and revisions, retrieval and upkeep."""

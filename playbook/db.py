@@ -1,0 +1,144 @@
+"""Engine and session factory, SQLite tuning, and Alembic migrations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from playbook.errors import DatabaseUnavailable
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine for ``url``, tuned for many threads and processes on one database."""
+    try:
+        parsed = make_url(url)
+    except exc.ArgumentError:
+        raise DatabaseUnavailable(
+            f"PLAYBOOK_DATABASE_URL {url!r} is not a database URL; "
+            "use e.g. sqlite:///playbook.db or postgresql+psycopg://user@host/db"
+        ) from None
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            return _sqlite_engine(url)
+        return create_engine(url, pool_pre_ping=True)
+    except (exc.NoSuchModuleError, ModuleNotFoundError) as error:
+        raise DatabaseUnavailable(
+            f"no driver for {parsed.drivername!r} ({error}); for PostgreSQL install "
+            "playbook-bot[postgres] and use postgresql+psycopg://"
+        ) from None
+
+
+def _sqlite_engine(url: str) -> Engine:
+    # 30 s busy timeout: writers queue up instead of failing with "database is locked".
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from pysqlite so BEGIN IMMEDIATE below is ours.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        if make_url(url).database not in (None, "", ":memory:"):
+            # WAL lets readers run while one writer writes; other processes share the file.
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # A deferred transaction that reads then writes can fail with SQLITE_BUSY without
+        # waiting; taking the write lock up front makes concurrent writers simply queue.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+@cache
+def _sessions(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Session]:
+    """Open a session whose work is committed on success and rolled back on error."""
+    session = _sessions(engine)()
+    try:
+        yield session
+        session.commit()
+    except exc.OperationalError as error:
+        session.rollback()
+        raise unavailable(engine, error) from None
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def unavailable(engine: Engine, error: Exception) -> DatabaseUnavailable:
+    """Turn a driver error into one sentence naming the database and the setting."""
+    orig = getattr(error, "orig", error)
+    detail = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    where = engine.url.render_as_string(hide_password=True)
+    return DatabaseUnavailable(
+        f"cannot use the database at {where} ({detail}); check PLAYBOOK_DATABASE_URL"
+    )
+
+
+def alembic_config(engine: Engine) -> Config:
+    """An Alembic config pointing at the migrations shipped inside the package."""
+    config = Config()
+    config.set_main_option("script_location", str(files("playbook") / "migrations"))
+    config.attributes["engine"] = engine
+    return config
+
+
+def head_revision(engine: Engine) -> str | None:
+    """The newest migration this code knows."""
+    return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The migration the database is at, or None for an empty database."""
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    except exc.OperationalError as error:
+        raise unavailable(engine, error) from None
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate the database schema to ``revision``."""
+    try:
+        command.upgrade(alembic_config(engine), revision)
+    except exc.OperationalError as error:
+        raise unavailable(engine, error) from None
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create or migrate an embedded SQLite schema; refuse a stale server schema.
+
+    SQLite is the zero-setup default, so its first use creates the file's schema.
+    A shared PostgreSQL database is migrated deliberately, by `playbook-bot db upgrade`,
+    so that several processes never race to migrate it.
+    """
+    current, head = current_revision(engine), head_revision(engine)
+    if current == head:
+        return
+    if engine.dialect.name == "sqlite":
+        upgrade(engine)
+        return
+    state = "has no playbook schema" if current is None else f"is at schema {current}"
+    raise DatabaseUnavailable(
+        f"the database {state} but this version needs {head}; run `playbook-bot db upgrade`"
+    )

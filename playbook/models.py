@@ -1,0 +1,138 @@
+"""SQLAlchemy models: bullets, their append-only usage events and revisions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from playbook.clock import to_utc
+
+STATUSES = ("proposed", "active", "deprecated", "archived")
+EVENT_KINDS = ("loaded", "cited")
+
+# Alembic needs deterministic constraint names to alter them later, on SQLite too.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite has no 64-bit autoincrement type; PostgreSQL event logs outgrow 32 bits.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores UTC datetimes and always hands back aware ones (SQLite drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Normalise to UTC before writing."""
+        return None if value is None else to_utc(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Attach UTC to what SQLite returns naive."""
+        return None if value is None else to_utc(value)
+
+
+class Base(DeclarativeBase):
+    """Declarative base carrying the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Bullet(Base):
+    """One lesson of the playbook, with its lifecycle state and usage counters."""
+
+    __tablename__ = "bullets"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # The n of a `pb-<n>` id, so new ids can be allocated without parsing strings in SQL.
+    number: Mapped[int | None] = mapped_column(Integer, unique=True)
+    text: Mapped[str] = mapped_column(Text)
+    section: Mapped[str] = mapped_column(String(64), default="best_practice")
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    scope: Mapped[str] = mapped_column(String(200), default="global", index=True)
+    learned_from: Mapped[str | None] = mapped_column(String(200), index=True)
+    source: Mapped[str | None] = mapped_column(String(50))
+    source_url: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="active", index=True)
+    demoted_on: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    demoted_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    loads: Mapped[int] = mapped_column(Integer, default=0)
+    cites: Mapped[int] = mapped_column(Integer, default=0)
+    cites_success: Mapped[int] = mapped_column(Integer, default=0)
+    cites_failure: Mapped[int] = mapped_column(Integer, default=0)
+    last_loaded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_cited_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class UsageEvent(Base):
+    """An append-only record that a bullet was shown to (loaded) or referenced by (cited) work."""
+
+    __tablename__ = "usage_events"
+    __table_args__ = (
+        Index("ix_usage_events_bullet_ts", "bullet_id", "ts"),
+        Index("ix_usage_events_ticket", "ticket_key"),
+        Index("ix_usage_events_query", "query_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    bullet_id: Mapped[str] = mapped_column(ForeignKey("bullets.id"))
+    ticket_key: Mapped[str | None] = mapped_column(String(200))
+    phase: Mapped[str | None] = mapped_column(String(64))
+    consumer: Mapped[str | None] = mapped_column(String(200))
+    # None means the outcome is not known (yet); a PR outcome may settle it later.
+    success: Mapped[bool | None] = mapped_column(Boolean)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    query_id: Mapped[str | None] = mapped_column(String(64))
+    ts: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Set for imported events so importing the same log twice adds nothing.
+    dedup_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+
+
+class Revision(Base):
+    """An append-only record of one change to a bullet, with the values before and after."""
+
+    __tablename__ = "revisions"
+    __table_args__ = (Index("ix_revisions_bullet_at", "bullet_id", "at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    bullet_id: Mapped[str] = mapped_column(ForeignKey("bullets.id"))
+    action: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str] = mapped_column(String(200))
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class PlaybookMeta(Base):
+    """Small named counters, e.g. the playbook version other processes poll to refresh caches."""
+
+    __tablename__ = "playbook_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)

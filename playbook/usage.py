@@ -1,0 +1,190 @@
+"""Usage events: recording loads and cites, settling cite outcomes, keeping counters true."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy import case, func, select, update
+from sqlalchemy.orm import Session
+
+from playbook import clock
+from playbook.errors import BulletNotFound, InvalidInput
+from playbook.models import EVENT_KINDS, Bullet, UsageEvent
+
+
+def _later(column: object, ts: datetime) -> object:
+    # Events can arrive out of order (imports, retries): keep the latest time, not the last write.
+    return case((column.is_(None), ts), (column < ts, ts), else_=column)  # type: ignore[attr-defined]
+
+
+def record(
+    session: Session,
+    kind: str,
+    bullet_ids: Sequence[str],
+    *,
+    ticket_key: str | None = None,
+    phase: str | None = None,
+    consumer: str | None = None,
+    success: bool | None = None,
+    ranks: Sequence[int | None] | None = None,
+    query_id: str | None = None,
+    ts: datetime | None = None,
+    dedup_keys: Sequence[str | None] | None = None,
+) -> list[UsageEvent]:
+    """Append one event per bullet id and update that bullet's counters in the same transaction.
+
+    Unknown ids reject the whole call, so a typo never records half a list. With
+    ``dedup_keys``, an event whose key was recorded before is skipped (imports).
+    """
+    if kind not in EVENT_KINDS:
+        raise InvalidInput(f"event must be one of {', '.join(EVENT_KINDS)}, not {kind!r}")
+    ids = [bullet_id.strip() for bullet_id in bullet_ids if bullet_id and bullet_id.strip()]
+    if not ids:
+        raise InvalidInput("name at least one bullet id")
+    known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(ids))))
+    for bullet_id in ids:
+        if bullet_id not in known:
+            raise BulletNotFound(bullet_id)
+    when = clock.to_utc(ts) if ts is not None else clock.now()
+    keys = list(dedup_keys) if dedup_keys is not None else [None] * len(ids)
+    seen = (
+        set(session.scalars(select(UsageEvent.dedup_key).where(UsageEvent.dedup_key.in_(keys))))
+        if any(keys)
+        else set()
+    )
+    events = []
+    for position, bullet_id in enumerate(ids):
+        key = keys[position]
+        if key is not None and key in seen:
+            continue
+        rank = ranks[position] if ranks is not None else None
+        event = UsageEvent(
+            kind=kind,
+            bullet_id=bullet_id,
+            ticket_key=ticket_key,
+            phase=phase,
+            consumer=consumer,
+            success=success if kind == "cited" else None,
+            rank=rank,
+            query_id=query_id,
+            ts=when,
+            dedup_key=key,
+        )
+        session.add(event)
+        events.append(event)
+        _count(session, event)
+    session.flush()
+    return events
+
+
+def _count(session: Session, event: UsageEvent) -> None:
+    # Counters move with a single UPDATE ... SET n = n + 1, atomic on SQLite and PostgreSQL,
+    # so concurrent recorders never lose an increment.
+    if event.kind == "loaded":
+        values = {
+            "loads": Bullet.loads + 1,
+            "last_loaded_at": _later(Bullet.last_loaded_at, event.ts),
+        }
+    else:
+        values = {
+            "cites": Bullet.cites + 1,
+            "cites_success": Bullet.cites_success + (1 if event.success is True else 0),
+            "cites_failure": Bullet.cites_failure + (1 if event.success is False else 0),
+            "last_cited_at": _later(Bullet.last_cited_at, event.ts),
+        }
+    session.execute(update(Bullet).where(Bullet.id == event.bullet_id).values(**values))
+
+
+def settle(session: Session, event_ids: Iterable[int], success: bool | None) -> int:
+    """Set the outcome of cite events (e.g. when their PR merges or closes); returns how many changed.
+
+    Settling again with the same outcome changes nothing; a different outcome moves the
+    counters from one side to the other, so a reopened-then-merged PR ends up counted once.
+    """
+    changed = 0
+    events = session.scalars(
+        select(UsageEvent).where(UsageEvent.id.in_(list(event_ids)), UsageEvent.kind == "cited")
+    )
+    for event in events:
+        if event.success is success:
+            continue
+        delta_success = (1 if success is True else 0) - (1 if event.success is True else 0)
+        delta_failure = (1 if success is False else 0) - (1 if event.success is False else 0)
+        event.success = success
+        session.execute(
+            update(Bullet)
+            .where(Bullet.id == event.bullet_id)
+            .values(
+                cites_success=Bullet.cites_success + delta_success,
+                cites_failure=Bullet.cites_failure + delta_failure,
+            )
+        )
+        changed += 1
+    session.flush()
+    return changed
+
+
+def events_for(session: Session, bullet_id: str, limit: int | None = None) -> list[UsageEvent]:
+    """A bullet's usage events, newest first."""
+    query = (
+        select(UsageEvent)
+        .where(UsageEvent.bullet_id == bullet_id)
+        .order_by(UsageEvent.ts.desc(), UsageEvent.id.desc())
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def derived_counters(session: Session) -> dict[str, dict[str, object]]:
+    """Each bullet's counters computed from the event log alone."""
+    loaded = UsageEvent.kind == "loaded"
+    cited = UsageEvent.kind == "cited"
+    rows = session.execute(
+        select(
+            UsageEvent.bullet_id,
+            func.count().filter(loaded),
+            func.count().filter(cited),
+            func.count().filter(cited, UsageEvent.success.is_(True)),
+            func.count().filter(cited, UsageEvent.success.is_(False)),
+            func.max(case((loaded, UsageEvent.ts))),
+            func.max(case((cited, UsageEvent.ts))),
+        ).group_by(UsageEvent.bullet_id)
+    )
+    return {
+        row[0]: {
+            "loads": row[1],
+            "cites": row[2],
+            "cites_success": row[3],
+            "cites_failure": row[4],
+            "last_loaded_at": clock.parse_time(row[5]) if row[5] is not None else None,
+            "last_cited_at": clock.parse_time(row[6]) if row[6] is not None else None,
+        }
+        for row in rows
+    }
+
+
+COUNTER_FIELDS = (
+    "loads",
+    "cites",
+    "cites_success",
+    "cites_failure",
+    "last_loaded_at",
+    "last_cited_at",
+)
+
+
+def recount(session: Session) -> list[str]:
+    """Make every bullet's counters match its event log; returns the ids that had drifted."""
+    derived = derived_counters(session)
+    empty = dict.fromkeys(COUNTER_FIELDS[:4], 0) | {"last_loaded_at": None, "last_cited_at": None}
+    fixed = []
+    for bullet in session.scalars(select(Bullet)):
+        expected = derived.get(bullet.id, empty)
+        if any(getattr(bullet, field) != expected[field] for field in COUNTER_FIELDS):
+            for field in COUNTER_FIELDS:
+                setattr(bullet, field, expected[field])
+            fixed.append(bullet.id)
+    session.flush()
+    return fixed

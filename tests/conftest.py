@@ -1,0 +1,82 @@
+"""Shared fixtures: a migrated database per test run (SQLite, or PostgreSQL when configured)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from sqlalchemy import Engine, create_engine, delete, text, update
+from sqlalchemy.engine import make_url
+
+from playbook import clock, db
+from playbook.models import Base, PlaybookMeta
+
+PG_ENV = "PLAYBOOK_TEST_DATABASE_URL"
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A database URL private to this test run: a fresh SQLite file or a fresh PostgreSQL schema."""
+    server_url = os.environ.get(PG_ENV)
+    if not server_url:
+        yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'playbook.db'}"
+        return
+    # A schema per run keeps concurrent or leftover runs on the same server from seeing each
+    # other's rows; search_path in the URL makes every engine (CLI, subprocesses) use it.
+    schema = f"pbtest_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server_url)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def migrated_engine(database_url: str) -> Iterator[Engine]:
+    """One engine per run, migrated to head with the real Alembic migrations."""
+    engine = db.make_engine(database_url)
+    db.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def engine(migrated_engine: Engine) -> Engine:
+    """The run's engine with every table emptied, so each test starts from a new playbook."""
+    with migrated_engine.begin() as connection:
+        for table in reversed(Base.metadata.sorted_tables):
+            if table.name != PlaybookMeta.__tablename__:
+                connection.execute(delete(table))
+        connection.execute(update(PlaybookMeta).values(value=0))
+    return migrated_engine
+
+
+@pytest.fixture(autouse=True)
+def _restore_clock() -> Iterator[None]:
+    # Tests pin the clock; put the real one back whatever the test did.
+    yield
+    clock.reset()
+
+
+@pytest.fixture
+def cli(engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Run `playbook-bot ARGS` in-process against the test database; returns click's Result."""
+    from bot.cli import main
+
+    monkeypatch.setenv("PLAYBOOK_DATABASE_URL", database_url)
+    monkeypatch.setenv("PLAYBOOK_ACTOR", "tester")
+    monkeypatch.chdir(tmp_path)  # keep a stray .env or playbook.db of the checkout out of tests
+
+    def run(*args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+
+    return run

@@ -1,0 +1,1 @@
+"""The HTTP edge: Flask app that verifies, persists and acknowledges webhook deliveries."""
