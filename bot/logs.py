@@ -25,3 +25,5 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Alembic narrates every migration step at INFO; that is noise in a CLI's output.
+    logging.getLogger("alembic").setLevel(max(root.level, logging.WARNING))

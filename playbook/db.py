@@ -6,17 +6,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy import Engine, create_engine, event, exc, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from playbook.errors import DatabaseUnavailable
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# The newest migration in playbook/migrations/versions (a test keeps the two equal). Knowing
+# it here lets every CLI run check the schema without importing Alembic, which is slow.
+SCHEMA_HEAD = "0001"
 
 
 def make_engine(url: str) -> Engine:
@@ -97,6 +100,8 @@ def unavailable(engine: Engine, error: Exception) -> DatabaseUnavailable:
 
 def alembic_config(engine: Engine) -> Config:
     """An Alembic config pointing at the migrations shipped inside the package."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(files("playbook") / "migrations"))
     config.attributes["engine"] = engine
@@ -104,7 +109,9 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def head_revision(engine: Engine) -> str | None:
-    """The newest migration this code knows."""
+    """The newest migration this code knows, read from the migration scripts."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
 
 
@@ -112,13 +119,17 @@ def current_revision(engine: Engine) -> str | None:
     """The migration the database is at, or None for an empty database."""
     try:
         with engine.connect() as connection:
-            return MigrationContext.configure(connection).get_current_revision()
+            if not inspect(connection).has_table("alembic_version"):
+                return None
+            return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
     except exc.OperationalError as error:
         raise unavailable(engine, error) from None
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the database schema to ``revision``."""
+    from alembic import command
+
     try:
         command.upgrade(alembic_config(engine), revision)
     except exc.OperationalError as error:
@@ -132,7 +143,7 @@ def ensure_schema(engine: Engine) -> None:
     A shared PostgreSQL database is migrated deliberately, by `playbook-bot db upgrade`,
     so that several processes never race to migrate it.
     """
-    current, head = current_revision(engine), head_revision(engine)
+    current, head = current_revision(engine), SCHEMA_HEAD
     if current == head:
         return
     if engine.dialect.name == "sqlite":

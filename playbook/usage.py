@@ -97,7 +97,7 @@ def _count(session: Session, event: UsageEvent) -> None:
 
 
 def settle(session: Session, event_ids: Iterable[int], success: bool | None) -> int:
-    """Set the outcome of cite events (e.g. when their PR merges or closes); returns how many changed.
+    """Set the outcome of cite events (e.g. when their PR merges or closes); count the changed.
 
     Settling again with the same outcome changes nothing; a different outcome moves the
     counters from one side to the other, so a reopened-then-merged PR ends up counted once.

@@ -1,0 +1,11 @@
+"""The `playbook-bot` command line: one group, with commands registered from small modules."""
+
+from __future__ import annotations
+
+from bot.cli import bullets, database, transfer, usage
+from bot.cli.base import main
+
+for module in (bullets, usage, transfer, database):
+    module.register(main)
+
+__all__ = ["main"]

@@ -1,0 +1,337 @@
+"""Commands that read and change bullets: add, list, show, edit, approve, deprecate, archive..."""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import datetime
+from typing import Any
+
+import click
+from sqlalchemy import select
+
+from bot.cli.base import Context, echo_json, note, pass_context
+from playbook import clock, lifecycle, usage
+from playbook.lifecycle import Change
+from playbook.models import STATUSES, Bullet, Revision
+
+FIELDS = (
+    "id",
+    "text",
+    "section",
+    "tags",
+    "scope",
+    "learned_from",
+    "source",
+    "source_url",
+    "status",
+    "demoted_on",
+    "demoted_reason",
+    "created_at",
+    "updated_at",
+    "loads",
+    "cites",
+    "cites_success",
+    "cites_failure",
+    "last_loaded_at",
+    "last_cited_at",
+)
+
+
+def bullet_json(bullet: Bullet) -> dict[str, Any]:
+    """A bullet with its counters as a JSON-ready dict."""
+    return {field: getattr(bullet, field) for field in FIELDS}
+
+
+def revision_json(revision: Revision) -> dict[str, Any]:
+    """A revision as a JSON-ready dict."""
+    return {
+        "revision": revision.id,
+        "action": revision.action,
+        "actor": revision.actor,
+        "at": revision.at,
+        "reason": revision.reason,
+        "before": revision.before,
+        "after": revision.after,
+    }
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value else "never"
+
+
+def _report(change: Change, done: str) -> None:
+    bullet = change.bullet
+    if change.changed:
+        click.echo(f"{bullet.id} {done}")
+    else:
+        click.echo(f"{bullet.id} is already {bullet.status}; nothing changed")
+
+
+def _parse_as_of(value: str) -> datetime:
+    try:
+        parsed = clock.parse_time(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a date such as 2026-11-17 or an ISO time"
+        ) from None
+    # A bare date means "as the day ended", which is what people mean by "last Tuesday".
+    if len(value.strip()) == 10:
+        parsed = parsed.replace(hour=23, minute=59, second=59, microsecond=999999)
+    return parsed
+
+
+@click.command()
+@click.argument("text")
+@click.option("--learned-from", required=True, help="Ticket the lesson came from, e.g. CTMS-4337.")
+@click.option("--tags", default="", help="Comma-separated tags.")
+@click.option(
+    "--scope", default="global", show_default=True, help="owner/repo, a Jira key, or global."
+)
+@click.option("--section", default="best_practice", show_default=True)
+@click.option(
+    "--status", type=click.Choice(["proposed", "active"]), default="active", show_default=True
+)
+@click.option("--source-url", default=None, help="Where the lesson was captured.")
+@click.option("--reason", default=None, help="Why it is being added (kept in the history).")
+@pass_context
+def add(
+    ctx: Context,
+    text: str,
+    learned_from: str,
+    tags: str,
+    scope: str,
+    section: str,
+    status: str,
+    source_url: str | None,
+    reason: str | None,
+) -> None:
+    """Add a lesson and print its id (or the id of the near-duplicate that already exists)."""
+    with ctx.transaction() as session:
+        result = lifecycle.add(
+            session,
+            text,
+            learned_from=learned_from.strip(),
+            actor=ctx.actor,
+            tags=tags,
+            scope=scope,
+            section=section,
+            status=status,
+            source="cli",
+            source_url=source_url,
+            reason=reason,
+        )
+    click.echo(result.bullet.id)
+    if not result.created:
+        note(
+            f"note: nothing added; {result.bullet.id} already says this "
+            f"({result.overlap:.0%} word overlap, scope {result.bullet.scope})"
+        )
+
+
+@click.command(name="list")
+@click.option(
+    "--status",
+    type=click.Choice([*STATUSES, "all"]),
+    default="active",
+    show_default=True,
+)
+@click.option("--scope", default=None, help="Only this scope.")
+@click.option("--as-of", "as_of", default=None, help="Show the playbook as it was at this time.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def list_(ctx: Context, status: str, scope: str | None, as_of: str | None, as_json: bool) -> None:
+    """List bullets."""
+    with ctx.transaction() as session:
+        if as_of is not None:
+            rows = lifecycle.as_of(session, _parse_as_of(as_of))
+        else:
+            rows = [bullet_json(b) for b in session.scalars(select(Bullet))]
+    rows = [
+        row
+        for row in rows
+        if (status == "all" or row["status"] == status) and (scope is None or row["scope"] == scope)
+    ]
+    rows.sort(key=lambda row: lifecycle.sort_key(row["id"]))
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        note("no bullets match")
+        return
+    for row in rows:
+        counts = "" if as_of else f"{row['loads']:>5} {row['cites']:>5}  "
+        text = textwrap.shorten(row["text"], width=70, placeholder="...")
+        click.echo(f"{row['id']:<8} {row['status']:<10} {row['scope']:<16} {counts}{text}")
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
+    """Show one bullet with its usage counters and history."""
+    with ctx.transaction() as session:
+        bullet = lifecycle.get(session, bullet_id)
+        revisions = lifecycle.history(session, bullet_id)
+        recent = usage.events_for(session, bullet_id, limit=10)
+    if as_json:
+        echo_json(
+            bullet_json(bullet)
+            | {
+                "history": [revision_json(r) for r in revisions],
+                "recent_events": [
+                    {
+                        "event": e.kind,
+                        "ticket": e.ticket_key,
+                        "phase": e.phase,
+                        "consumer": e.consumer,
+                        "success": e.success,
+                        "rank": e.rank,
+                        "query_id": e.query_id,
+                        "ts": e.ts,
+                    }
+                    for e in recent
+                ],
+            }
+        )
+        return
+    click.echo(f"{bullet.id}  [{bullet.status}]  scope {bullet.scope}  section {bullet.section}")
+    click.echo(textwrap.indent(textwrap.fill(bullet.text, 88), "  "))
+    click.echo(f"learned from: {bullet.learned_from or '-'}   source: {bullet.source or '-'}")
+    if bullet.source_url:
+        click.echo(f"source url:   {bullet.source_url}")
+    click.echo(f"tags:         {', '.join(bullet.tags) or '-'}")
+    click.echo(f"created:      {_when(bullet.created_at)}   updated: {_when(bullet.updated_at)}")
+    if bullet.demoted_on:
+        click.echo(f"demoted:      {_when(bullet.demoted_on)} ({bullet.demoted_reason})")
+    click.echo(
+        f"usage:        {bullet.loads} loads, {bullet.cites} cites "
+        f"({bullet.cites_success} in successful work, {bullet.cites_failure} in failed work); "
+        f"last loaded {_when(bullet.last_loaded_at)}, last cited {_when(bullet.last_cited_at)}"
+    )
+    click.echo("history:")
+    for revision in revisions:
+        why = f": {revision.reason}" if revision.reason else ""
+        click.echo(
+            f"  #{revision.id:<5} {_when(revision.at)}  {revision.action:<10} "
+            f"by {revision.actor}{why}"
+        )
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.option("--text", default=None)
+@click.option("--tags", default=None, help="Comma-separated tags (replaces the old ones).")
+@click.option("--section", default=None)
+@click.option("--scope", default=None)
+@click.option("--learned-from", default=None)
+@click.option("--source-url", default=None)
+@click.option("--reason", default=None, help="Why (kept in the history).")
+@pass_context
+def edit(
+    ctx: Context,
+    bullet_id: str,
+    text: str | None,
+    tags: str | None,
+    section: str | None,
+    scope: str | None,
+    learned_from: str | None,
+    source_url: str | None,
+    reason: str | None,
+) -> None:
+    """Change a bullet's text, tags, section, scope or provenance."""
+    changes = {
+        "text": text,
+        "tags": tags,
+        "section": section,
+        "scope": scope,
+        "learned_from": learned_from,
+        "source_url": source_url,
+    }
+    if all(value is None for value in changes.values()):
+        raise click.UsageError("say what to change, e.g. --text or --tags")
+    with ctx.transaction() as session:
+        change = lifecycle.edit(session, bullet_id, actor=ctx.actor, reason=reason, **changes)
+    click.echo(f"{bullet_id} edited" if change.changed else f"{bullet_id} unchanged")
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.option("--reason", required=True, help="Why it should no longer be shown.")
+@pass_context
+def deprecate(ctx: Context, bullet_id: str, reason: str) -> None:
+    """Soft-deprecate a bullet (kept, not retrieved; `restore` undoes it)."""
+    with ctx.transaction() as session:
+        _report(
+            lifecycle.deprecate(session, bullet_id, reason=reason, actor=ctx.actor), "deprecated"
+        )
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.option("--reason", required=True, help="Why it is archived.")
+@pass_context
+def archive(ctx: Context, bullet_id: str, reason: str) -> None:
+    """Archive a bullet (kept, not retrieved; `restore` undoes it)."""
+    with ctx.transaction() as session:
+        _report(lifecycle.archive(session, bullet_id, reason=reason, actor=ctx.actor), "archived")
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.option("--reason", default=None)
+@pass_context
+def restore(ctx: Context, bullet_id: str, reason: str | None) -> None:
+    """Make a deprecated or archived bullet active again."""
+    with ctx.transaction() as session:
+        _report(lifecycle.restore(session, bullet_id, actor=ctx.actor, reason=reason), "restored")
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.option("--reason", default=None)
+@pass_context
+def approve(ctx: Context, bullet_id: str, reason: str | None) -> None:
+    """Make a proposed bullet active."""
+    with ctx.transaction() as session:
+        _report(lifecycle.approve(session, bullet_id, actor=ctx.actor, reason=reason), "approved")
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def history(ctx: Context, bullet_id: str, as_json: bool) -> None:
+    """Every change made to a bullet: who, when, why, before and after."""
+    with ctx.transaction() as session:
+        revisions = lifecycle.history(session, bullet_id)
+    if as_json:
+        echo_json([revision_json(r) for r in revisions])
+        return
+    for revision in revisions:
+        click.echo(
+            f"#{revision.id:<5} {_when(revision.at)}  {revision.action:<10} by {revision.actor}"
+            + (f": {revision.reason}" if revision.reason else "")
+        )
+        before, after = revision.before or {}, revision.after or {}
+        for field in after:
+            if before.get(field) != after.get(field) and revision.before is not None:
+                click.echo(f"         {field}: {before.get(field)!r} -> {after.get(field)!r}")
+
+
+@click.command()
+@click.argument("bullet_id")
+@click.argument("revision", type=int)
+@click.option("--reason", default=None)
+@pass_context
+def revert(ctx: Context, bullet_id: str, revision: int, reason: str | None) -> None:
+    """Undo one revision of a bullet (see `history`); the undo is itself a revision."""
+    with ctx.transaction() as session:
+        change = lifecycle.revert(session, bullet_id, revision, actor=ctx.actor, reason=reason)
+    click.echo(f"{bullet_id} reverted" if change.changed else f"{bullet_id} unchanged")
+
+
+def register(group: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+    for command in (add, list_, show, edit, approve, deprecate, archive, restore, history, revert):
+        group.add_command(command)
