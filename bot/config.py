@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -22,3 +22,16 @@ class Settings(BaseSettings):
         "INFO", validation_alias="LOG_LEVEL"
     )
     log_format: Literal["text", "json"] = Field("text", validation_alias="LOG_FORMAT")
+    actor: str | None = Field(
+        None,
+        validation_alias="PLAYBOOK_ACTOR",
+        description="Name recorded in revisions made from the CLI (default cli:<login>).",
+    )
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _case_insensitive(cls, value: object, info: ValidationInfo) -> object:
+        # People write LOG_LEVEL=debug; accept it rather than fail on case.
+        if not isinstance(value, str):
+            return value
+        return value.upper() if info.field_name == "log_level" else value.lower()

@@ -62,7 +62,7 @@ class Context:
     @property
     def actor(self) -> str:
         """Who the revisions written by this command are attributed to."""
-        return self._actor or f"cli:{getpass.getuser()}"
+        return self._actor or self.settings.actor or f"cli:{getpass.getuser()}"
 
     @cached_property
     def engine(self) -> Engine:
@@ -83,9 +83,7 @@ pass_context = click.make_pass_decorator(Context)
 
 @click.group(cls=PlaybookGroup)
 @click.option(
-    "--actor",
-    envvar="PLAYBOOK_ACTOR",
-    help="Name recorded in revisions (default: cli:<login>; env PLAYBOOK_ACTOR).",
+    "--actor", help="Name recorded in revisions (default: PLAYBOOK_ACTOR, else cli:<login>)."
 )
 @click.version_option(package_name="playbook-bot")
 @click.pass_context

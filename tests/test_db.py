@@ -1,0 +1,74 @@
+"""Schema management: migrations build the models' schema; first use and stale schemas."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy.engine import make_url
+
+from playbook import db, lifecycle
+from playbook.errors import DatabaseUnavailable
+from playbook.models import Base
+
+
+def test_schema_head_constant_matches_the_migration_scripts(engine: Engine) -> None:
+    assert db.head_revision(engine) == db.SCHEMA_HEAD
+    assert db.current_revision(engine) == db.SCHEMA_HEAD
+
+
+def test_migrations_build_exactly_the_models_schema(engine: Engine) -> None:
+    with engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert diff == []
+
+
+def test_first_use_of_a_new_sqlite_file_creates_the_schema(tmp_path: Path) -> None:
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'new.db'}")
+    assert db.current_revision(engine) is None
+    db.ensure_schema(engine)
+    assert db.current_revision(engine) == db.SCHEMA_HEAD
+    with db.transaction(engine) as session:
+        assert lifecycle.add(session, "x y z", learned_from="A-1", actor="t").bullet.id == "pb-1"
+    engine.dispose()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("PLAYBOOK_TEST_DATABASE_URL"), reason="needs PLAYBOOK_TEST_DATABASE_URL"
+)
+def test_an_unmigrated_postgres_database_is_refused_with_the_fix() -> None:
+    server = os.environ["PLAYBOOK_TEST_DATABASE_URL"]
+    schema = f"pbempty_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(server)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = make_url(server).update_query_dict({"options": f"-csearch_path={schema}"})
+        engine = db.make_engine(url.render_as_string(hide_password=False))
+        with pytest.raises(DatabaseUnavailable, match="playbook-bot db upgrade"):
+            db.ensure_schema(engine)
+        db.upgrade(engine)
+        db.ensure_schema(engine)
+        assert "bullets" in inspect(engine).get_table_names()
+        engine.dispose()
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def test_downgrade_then_upgrade_round_trips(tmp_path: Path) -> None:
+    from alembic import command
+
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'cycle.db'}")
+    db.upgrade(engine)
+    command.downgrade(db.alembic_config(engine), "base")
+    assert "bullets" not in inspect(engine).get_table_names()
+    db.upgrade(engine)
+    assert "bullets" in inspect(engine).get_table_names()
+    engine.dispose()
