@@ -187,7 +187,7 @@ def add(
     text = _require_text(text)
     _require_status(status, ("proposed", "active"))
     scope = (scope or "global").strip()
-    bump_version(session)
+    version = bump_version(session)
     duplicate = find_near_duplicate(session, text, scope)
     if duplicate is not None:
         # The version bump above stays: a spurious cache refresh is cheaper than a race.
@@ -211,6 +211,7 @@ def add(
         cites=0,
         cites_success=0,
         cites_failure=0,
+        version=version,
     )
     session.add(bullet)
     session.flush()
@@ -245,7 +246,6 @@ def put(
             raise InvalidInput(f"bullet {bullet_id} has no text")
         match = _ID_NUMBER.fullmatch(bullet_id)
         now = clock.now()
-        bump_version(session)
         bullet = Bullet(
             id=bullet_id,
             number=int(match.group(1)) if match else None,
@@ -258,6 +258,7 @@ def put(
             cites_success=0,
             cites_failure=0,
             updated_at=now,
+            version=bump_version(session),
         )
         for key, value in fields.items():
             setattr(bullet, key, value)
@@ -286,7 +287,7 @@ def _finish(
     before: dict[str, Any],
 ) -> Change:
     bullet.updated_at = clock.now()
-    bump_version(session)
+    bullet.version = bump_version(session)
     return Change(bullet, _record(session, bullet, action, actor, reason, before))
 
 

@@ -86,6 +86,9 @@ class Bullet(Base):
     cites_failure: Mapped[int] = mapped_column(Integer, default=0)
     last_loaded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_cited_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The playbook version of this bullet's last change: a process holding an index at
+    # version v refreshes exactly the bullets with version > v.
+    version: Mapped[int] = mapped_column(BigInteger, default=0, index=True)
 
 
 class UsageEvent(Base):

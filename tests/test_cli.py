@@ -138,7 +138,7 @@ def run_installed(args: list[str], env: dict[str, str], cwd: Path) -> subprocess
     script = Path(sys.executable).with_name("playbook-bot")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
     return subprocess.run(
-        [*command, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+        [*command, *args], check=False, env=env, cwd=cwd, capture_output=True, text=True, timeout=60
     )
 
 

@@ -235,6 +235,10 @@ def test_every_change_bumps_the_playbook_version(engine: Engine) -> None:
     with transaction(engine) as session:
         lifecycle.deprecate(session, "pb-1", reason="x", actor="x")
         assert lifecycle.playbook_version(session) == start + 2
+        # The bullet carries the version of its last change, so caches refresh just it.
+        assert lifecycle.get(session, "pb-1").version == start + 2
+        assert not lifecycle.deprecate(session, "pb-1", reason="x", actor="x").changed
+        assert lifecycle.playbook_version(session) == start + 2
 
 
 def test_nothing_is_ever_deleted(engine: Engine) -> None:

@@ -41,6 +41,7 @@ def upgrade() -> None:
     sa.Column('cites_failure', sa.Integer(), nullable=False),
     sa.Column('last_loaded_at', playbook.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('last_cited_at', playbook.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('version', sa.BigInteger(), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_bullets')),
     sa.UniqueConstraint('number', name=op.f('uq_bullets_number'))
     )
@@ -48,6 +49,7 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_bullets_learned_from'), ['learned_from'], unique=False)
         batch_op.create_index(batch_op.f('ix_bullets_scope'), ['scope'], unique=False)
         batch_op.create_index(batch_op.f('ix_bullets_status'), ['status'], unique=False)
+        batch_op.create_index(batch_op.f('ix_bullets_version'), ['version'], unique=False)
 
     op.create_table('playbook_meta',
     sa.Column('key', sa.String(length=64), nullable=False),
@@ -113,6 +115,7 @@ def downgrade() -> None:
     op.drop_table('revisions')
     op.drop_table('playbook_meta')
     with op.batch_alter_table('bullets', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_bullets_version'))
         batch_op.drop_index(batch_op.f('ix_bullets_status'))
         batch_op.drop_index(batch_op.f('ix_bullets_scope'))
         batch_op.drop_index(batch_op.f('ix_bullets_learned_from'))
