@@ -28,6 +28,51 @@ class Settings(BaseSettings):
         description="Name recorded in revisions made from the CLI (default cli:<login>).",
     )
 
+    # The webhook receiver.
+    github_webhook_secret: str | None = Field(
+        None,
+        validation_alias="GITHUB_WEBHOOK_SECRET",
+        description="Secret of the GitHub App's webhook; deliveries are refused without it.",
+    )
+    jira_webhook_secret: str | None = Field(
+        None,
+        validation_alias="JIRA_WEBHOOK_SECRET",
+        description="Secret of the Jira webhook (HMAC) or bearer token of an Automation rule.",
+    )
+    insecure_skip_verify: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_INSECURE_SKIP_VERIFY",
+        description="Accept unsigned GitHub deliveries. Local development only.",
+    )
+    max_body_bytes: int = Field(
+        25 * 1024 * 1024,
+        gt=0,
+        validation_alias="PLAYBOOK_MAX_BODY_BYTES",
+        description="Largest webhook body accepted (GitHub caps payloads at 25 MB).",
+    )
+    api_token: str | None = Field(
+        None,
+        validation_alias="PLAYBOOK_API_TOKEN",
+        description="Bearer token agents use for /api/v1; the API is off without it.",
+    )
+
+    # The worker.
+    worker_poll_seconds: float = Field(1.0, gt=0, validation_alias="PLAYBOOK_WORKER_POLL_SECONDS")
+    worker_lease_seconds: float = Field(
+        300.0,
+        gt=0,
+        validation_alias="PLAYBOOK_WORKER_LEASE_SECONDS",
+        description="How long a claimed delivery stays with its worker before another may take it.",
+    )
+    worker_batch: int = Field(10, gt=0, validation_alias="PLAYBOOK_WORKER_BATCH")
+    max_attempts: int = Field(
+        5,
+        gt=0,
+        validation_alias="PLAYBOOK_MAX_ATTEMPTS",
+        description="Attempts before a failing delivery is dead.",
+    )
+    retry_base_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_RETRY_BASE_SECONDS")
+
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
     def _case_insensitive(cls, value: object, info: ValidationInfo) -> object:

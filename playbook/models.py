@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -24,6 +25,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from playbook.clock import to_utc
 
 STATUSES = ("proposed", "active", "deprecated", "archived")
+DELIVERY_STATUSES = ("pending", "done", "failed", "dead")
 EVENT_KINDS = ("loaded", "cited")
 
 # Alembic needs deterministic constraint names to alter them later, on SQLite too.
@@ -139,3 +141,32 @@ class PlaybookMeta(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Delivery(Base):
+    """One webhook delivery in the inbox: stored before it is acknowledged, processed once."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        # Insert-if-absent on this pair is what makes redeliveries and retries harmless.
+        UniqueConstraint("source", "delivery_id", name="uq_deliveries_source_delivery_id"),
+        Index("ix_deliveries_due", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    source: Mapped[str] = mapped_column(String(16))
+    event: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str | None] = mapped_column(String(100))
+    delivery_id: Mapped[str] = mapped_column(String(200))
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    headers: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    payload: Mapped[str] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # A worker owns a claimed row until this time; a worker killed mid-delivery loses it then.
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    locked_by: Mapped[str | None] = mapped_column(String(200))
+    processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

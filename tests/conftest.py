@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine, create_engine, delete, text, update
 from sqlalchemy.engine import make_url
+from support import GITHUB_SECRET, fixture_body
 
 from playbook import clock, db
 from playbook.models import Base, PlaybookMeta
@@ -80,3 +81,54 @@ def cli(engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_
         return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
 
     return run
+
+
+@pytest.fixture
+def settings(database_url: str):
+    """Settings for the web app and worker, pointing at the test database."""
+    from bot.config import Settings
+
+    return Settings(
+        PLAYBOOK_DATABASE_URL=database_url,
+        GITHUB_WEBHOOK_SECRET=GITHUB_SECRET,
+        PLAYBOOK_API_TOKEN="agent-token",
+        PLAYBOOK_RETRY_BASE_SECONDS=10,
+        _env_file=None,
+    )
+
+
+@pytest.fixture
+def app(engine: Engine, settings):
+    """The Flask app on the test database."""
+    from webhooks import create_app
+
+    return create_app(settings, engine=engine)
+
+
+@pytest.fixture
+def client(app):
+    """Flask's test client."""
+    return app.test_client()
+
+
+@pytest.fixture
+def deliver(client):
+    """POST a fixture to the GitHub endpoint with the headers and signature GitHub sends."""
+    import uuid as _uuid
+
+    from webhooks.signatures import sign
+
+    def send(name: str, *, delivery: str | None = None, body: bytes | None = None, **changes):
+        event = name.split(".", maxsplit=1)[0]
+        raw = body if body is not None else fixture_body(name, **changes)
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery or str(_uuid.uuid4()),
+            "X-Hub-Signature-256": sign(GITHUB_SECRET, raw),
+            "User-Agent": "GitHub-Hookshot/test",
+        }
+        return client.post(
+            "/webhooks/github", data=raw, headers=headers, content_type="application/json"
+        )
+
+    return send

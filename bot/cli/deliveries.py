@@ -1,0 +1,91 @@
+"""Commands to inspect and replay webhook deliveries in the inbox."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from bot.cli.base import Context, UserError, echo_json, note, pass_context
+from playbook import inbox
+from playbook.models import DELIVERY_STATUSES, Delivery
+
+
+def delivery_json(delivery: Delivery, *, payload: bool = False) -> dict[str, object]:
+    """An inbox row as a JSON-ready dict."""
+    data: dict[str, object] = {
+        "id": delivery.id,
+        "source": delivery.source,
+        "event": delivery.event,
+        "action": delivery.action,
+        "delivery_id": delivery.delivery_id,
+        "installation_id": delivery.installation_id,
+        "status": delivery.status,
+        "attempts": delivery.attempts,
+        "last_error": delivery.last_error,
+        "received_at": delivery.received_at,
+        "next_attempt_at": delivery.next_attempt_at,
+        "processed_at": delivery.processed_at,
+    }
+    if payload:
+        data["headers"] = delivery.headers
+        data["payload"] = json.loads(delivery.payload)
+    return data
+
+
+@click.group(name="deliveries")
+def deliveries_group() -> None:
+    """Inspect and replay webhook deliveries."""
+
+
+@deliveries_group.command(name="list")
+@click.option("--status", type=click.Choice(DELIVERY_STATUSES), default=None)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def list_(ctx: Context, status: str | None, limit: int, as_json: bool) -> None:
+    """The newest deliveries."""
+    with ctx.transaction() as session:
+        rows = inbox.listing(session, status, limit)
+    if as_json:
+        echo_json([delivery_json(row) for row in rows])
+        return
+    if not rows:
+        note("no deliveries")
+    for row in rows:
+        name = f"{row.event}{f'.{row.action}' if row.action else ''}"
+        error = f"  {row.last_error.splitlines()[0][:60]}" if row.last_error else ""
+        click.echo(
+            f"{row.id:>6} {row.source:<6} {name:<32} {row.status:<8} "
+            f"{row.attempts} {row.received_at:%Y-%m-%d %H:%M:%S} {row.delivery_id}{error}"
+        )
+
+
+@deliveries_group.command()
+@click.argument("delivery")
+@pass_context
+def show(ctx: Context, delivery: str) -> None:
+    """One delivery with its headers, payload and last error (by row id or delivery GUID)."""
+    with ctx.transaction() as session:
+        echo_json(delivery_json(inbox.get(session, delivery), payload=True))
+
+
+@deliveries_group.command()
+@click.argument("delivery", required=False)
+@click.option("--status", type=click.Choice(["failed", "dead"]), default=None)
+@pass_context
+def replay(ctx: Context, delivery: str | None, status: str | None) -> None:
+    """Queue a delivery (or every failed/dead one) for processing again."""
+    if (delivery is None) == (status is None):
+        raise UserError("name one delivery, or use --status dead (or failed)")
+    with ctx.transaction() as session:
+        if status is not None:
+            count = inbox.replay_status(session, status)
+        else:
+            count = inbox.replay(session, [inbox.get(session, delivery or "")])
+    click.echo(f"queued {count} deliver{'y' if count == 1 else 'ies'} for processing")
+
+
+def register(group: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+    group.add_command(deliveries_group)

@@ -1,0 +1,80 @@
+"""Routes a delivery to the handlers registered for its source, event and action."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from playbook.models import Delivery
+
+
+@dataclass(frozen=True)
+class Event:
+    """A delivery as handlers see it: who sent what, and the parsed payload."""
+
+    source: str
+    name: str
+    action: str | None
+    payload: dict[str, Any]
+    delivery_id: str
+    installation_id: int | None = None
+
+    @classmethod
+    def from_delivery(cls, delivery: Delivery) -> Event:
+        """Parse an inbox row."""
+        return cls(
+            source=delivery.source,
+            name=delivery.event,
+            action=delivery.action,
+            payload=json.loads(delivery.payload),
+            delivery_id=delivery.delivery_id,
+            installation_id=delivery.installation_id,
+        )
+
+
+Handler = Callable[[Event, Any], None]
+
+# Events the bot receives but deliberately does nothing with (acknowledged, marked done).
+IGNORED: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("github", "check_run"),
+        ("github", "check_suite"),
+        ("github", "push"),
+        ("github", "status"),
+        ("github", "workflow_run"),
+        ("github", "workflow_job"),
+        ("github", "star"),
+        ("github", "watch"),
+        ("github", "fork"),
+    }
+)
+
+
+class Router:
+    """Handlers keyed by (source, event, action); action None means every action."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[tuple[str, str, str | None], list[Handler]] = defaultdict(list)
+
+    def register(
+        self, source: str, event: str, action: str | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Decorator: call the handler for this source/event (and action, if given)."""
+
+        def decorate(handler: Handler) -> Handler:
+            self._handlers[(source, event, action)].append(handler)
+            return handler
+
+        return decorate
+
+    def handlers_for(self, event: Event) -> list[Handler]:
+        """The handlers for an event, specific-action ones first."""
+        specific = self._handlers.get((event.source, event.name, event.action), [])
+        general = self._handlers.get((event.source, event.name, None), [])
+        return [*specific, *general] if event.action is not None else list(general)
+
+
+router = Router()
