@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine, create_engine, delete, text, update
 from sqlalchemy.engine import make_url
-from support import GITHUB_SECRET, fixture_body
 
 from playbook import clock, db
 from playbook.models import Base, PlaybookMeta
+
+from support import GITHUB_SECRET, fixture_body
 
 PG_ENV = "PLAYBOOK_TEST_DATABASE_URL"
 

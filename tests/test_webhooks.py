@@ -7,13 +7,14 @@ import uuid
 
 import pytest
 from sqlalchemy import Engine, func, select
-from support import GITHUB_SECRET, fixture_body
 
 from bot.config import Settings
 from playbook.db import transaction
 from playbook.models import Delivery
 from webhooks import create_app
 from webhooks.signatures import sign
+
+from support import GITHUB_SECRET, fixture_body
 
 
 def rows(engine: Engine) -> list[Delivery]:

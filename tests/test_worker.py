@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, select
-from support import GITHUB_SECRET, fixture_body
 from werkzeug.serving import make_server
 
 from bot.config import Settings
@@ -28,6 +27,8 @@ from playbook.db import transaction
 from playbook.models import Delivery
 from webhooks import create_app
 from webhooks.signatures import sign
+
+from support import GITHUB_SECRET, fixture_body
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 

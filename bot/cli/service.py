@@ -20,7 +20,9 @@ def serve(ctx: Context, host: str, port: int, threads: int) -> None:
     """Serve the webhook endpoints and process deliveries in the same process."""
     from bot.server import EmbeddedServer
 
-    ctx.engine  # noqa: B018 - create or check the schema before accepting deliveries
+    # Create or check the schema before accepting deliveries; the server process opens its
+    # own engine after gunicorn forks, so this one is closed rather than inherited.
+    ctx.engine.dispose()
     note(f"playbook-bot listening on http://{host}:{port} (POST /webhooks/github, /webhooks/jira)")
     EmbeddedServer(ctx.settings, host, port, threads).run()
 
