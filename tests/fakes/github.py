@@ -1,0 +1,277 @@
+"""A fake GitHub REST API: App installation tokens, issues, comments, permissions, pulls, hooks."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jwt
+from flask import request
+
+from fakes.server import FakeServer
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeGitHub(FakeServer):
+    """Enough of api.github.com for PyGithub, with state tests can seed and inspect."""
+
+    def __init__(self, *, app_id: int | None = None, public_key: str | None = None) -> None:
+        super().__init__("fake-github")
+        self.app_id = app_id
+        self.public_key = public_key
+        self.personal_tokens: set[str] = set()
+        self.installations: dict[int, dict[str, Any]] = {}
+        self.tokens: dict[str, int] = {}  # installation token -> installation id
+        self.repos: dict[str, dict[str, Any]] = {}
+        self.issues: dict[tuple[str, int], dict[str, Any]] = {}
+        self.comments: dict[int, dict[str, Any]] = {}
+        self.permissions: dict[tuple[str, str], str] = {}
+        self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
+        self.pull_commits: dict[tuple[str, int], list[str]] = {}
+        self.hook_deliveries: list[dict[str, Any]] = []
+        self.redelivered: list[int] = []
+        self._ids = itertools.count(9000)
+        self._routes()
+
+    # --- seeding ---------------------------------------------------------------------------
+
+    def add_installation(self, installation_id: int, account: str = "octo-org") -> None:
+        """An installation of the App."""
+        self.installations[installation_id] = {"id": installation_id, "account": {"login": account}}
+
+    def add_repo(self, full_name: str) -> dict[str, Any]:
+        """A repository."""
+        owner, name = full_name.split("/")
+        repo = {
+            "id": next(self._ids),
+            "name": name,
+            "full_name": full_name,
+            "owner": {"login": owner, "id": 1, "type": "Organization"},
+            "private": False,
+            "default_branch": "main",
+            "url": f"{self.url}/repos/{full_name}",
+            "html_url": f"https://github.com/{full_name}",
+        }
+        self.repos[full_name] = repo
+        return repo
+
+    def add_issue(self, full_name: str, number: int, title: str, body: str = "", **extra: Any):
+        """An issue (GitHub issues carry their labels as objects)."""
+        if full_name not in self.repos:
+            self.add_repo(full_name)
+        issue = {
+            "id": next(self._ids),
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": "open",
+            "labels": [{"name": name} for name in extra.pop("labels", [])],
+            "user": {"login": extra.pop("user", "octocat")},
+            "url": f"{self.url}/repos/{full_name}/issues/{number}",
+            "html_url": f"https://github.com/{full_name}/issues/{number}",
+            "comments_url": f"{self.url}/repos/{full_name}/issues/{number}/comments",
+            "repository_url": f"{self.url}/repos/{full_name}",
+            **extra,
+        }
+        self.issues[(full_name, number)] = issue
+        return issue
+
+    def add_pull(self, full_name: str, number: int, *, title: str, body: str = "", **extra: Any):
+        """A pull request; also an issue, as on GitHub."""
+        self.add_issue(full_name, number, title, body)
+        pull = {
+            "id": next(self._ids),
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": extra.pop("state", "open"),
+            "merged": extra.pop("merged", False),
+            "merged_at": extra.pop("merged_at", None),
+            "closed_at": extra.pop("closed_at", None),
+            "updated_at": extra.pop("updated_at", _iso(datetime.now(UTC))),
+            "head": {"ref": extra.pop("head_ref", f"feature-{number}"), "sha": "abc"},
+            "base": {"ref": "main", "repo": self.repos[full_name]},
+            "user": {"login": extra.pop("user", "agent-bot")},
+            "url": f"{self.url}/repos/{full_name}/pulls/{number}",
+            "html_url": f"https://github.com/{full_name}/pull/{number}",
+            "issue_url": f"{self.url}/repos/{full_name}/issues/{number}",
+            **extra,
+        }
+        self.pulls[(full_name, number)] = pull
+        return pull
+
+    def comments_on(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        """The comments on an issue or PR, oldest first."""
+        return [c for c in self.comments.values() if c["_issue"] == (full_name, number)]
+
+    # --- auth ------------------------------------------------------------------------------
+
+    def _authorized(self) -> bool:
+        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        credential = credential.strip()
+        if scheme.lower() in ("token", "bearer"):
+            if credential in self.personal_tokens:
+                return True
+            installation = self.tokens.get(credential)
+            return installation is not None and installation in self.installations
+        return False
+
+    def _app_jwt_valid(self) -> bool:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or self.public_key is None:
+            return False
+        try:
+            claims = jwt.decode(token.strip(), self.public_key, algorithms=["RS256"])
+        except jwt.PyJWTError:
+            return False
+        return str(claims.get("iss")) == str(self.app_id)
+
+    # --- routes ----------------------------------------------------------------------------
+
+    def _routes(self) -> None:
+        app = self.app
+        unauthorized = ({"message": "Bad credentials"}, 401)
+        not_found = ({"message": "Not Found"}, 404)
+
+        @app.before_request
+        def _auth() -> Any:
+            if request.path.startswith("/app"):
+                return None if self._app_jwt_valid() else unauthorized
+            return None if self._authorized() else unauthorized
+
+        @app.post("/app/installations/<int:installation_id>/access_tokens")
+        def access_token(installation_id: int) -> Any:
+            if installation_id not in self.installations:
+                return not_found
+            token = "ghs_" + secrets.token_hex(16)
+            self.tokens[token] = installation_id
+            expires = datetime.now(UTC) + timedelta(hours=1)
+            return {"token": token, "expires_at": _iso(expires), "permissions": {}}, 201
+
+        @app.get("/app")
+        def get_app() -> Any:
+            return {"id": self.app_id, "slug": "playbook-bot", "name": "playbook-bot"}
+
+        @app.get("/user")
+        def get_user() -> Any:
+            return {"login": "token-owner", "id": 7}
+
+        @app.get("/repos/<owner>/<name>")
+        def get_repo(owner: str, name: str) -> Any:
+            repo = self.repos.get(f"{owner}/{name}")
+            return repo if repo else not_found
+
+        @app.get("/repos/<owner>/<name>/issues/<int:number>")
+        def get_issue(owner: str, name: str, number: int) -> Any:
+            issue = self.issues.get((f"{owner}/{name}", number))
+            return issue if issue else not_found
+
+        @app.get("/repos/<owner>/<name>/issues/<int:number>/comments")
+        def list_comments(owner: str, name: str, number: int) -> Any:
+            return [_public(c) for c in self.comments_on(f"{owner}/{name}", number)]
+
+        @app.post("/repos/<owner>/<name>/issues/<int:number>/comments")
+        def create_comment(owner: str, name: str, number: int) -> Any:
+            full_name = f"{owner}/{name}"
+            if (full_name, number) not in self.issues:
+                return not_found
+            body = (request.get_json(silent=True) or {}).get("body")
+            if not isinstance(body, str) or not body:
+                return {"message": "Validation Failed"}, 422
+            comment_id = next(self._ids)
+            comment = {
+                "id": comment_id,
+                "body": body,
+                "user": {"login": "playbook-bot[bot]", "type": "Bot"},
+                "url": f"{self.url}/repos/{full_name}/issues/comments/{comment_id}",
+                "html_url": f"https://github.com/{full_name}/issues/{number}#issuecomment-{comment_id}",
+                "issue_url": f"{self.url}/repos/{full_name}/issues/{number}",
+                "created_at": _iso(datetime.now(UTC)),
+                "updated_at": _iso(datetime.now(UTC)),
+                "_issue": (full_name, number),
+            }
+            self.comments[comment_id] = comment
+            return _public(comment), 201
+
+        @app.route(
+            "/repos/<owner>/<name>/issues/comments/<int:comment_id>", methods=["GET", "PATCH"]
+        )
+        def comment(owner: str, name: str, comment_id: int) -> Any:
+            existing = self.comments.get(comment_id)
+            if existing is None or existing["_issue"][0] != f"{owner}/{name}":
+                return not_found
+            if request.method == "PATCH":
+                body = (request.get_json(silent=True) or {}).get("body")
+                if not isinstance(body, str) or not body:
+                    return {"message": "Validation Failed"}, 422
+                existing["body"] = body
+                existing["updated_at"] = _iso(datetime.now(UTC))
+            return _public(existing)
+
+        @app.get("/repos/<owner>/<name>/collaborators/<user>/permission")
+        def permission(owner: str, name: str, user: str) -> Any:
+            level = self.permissions.get((f"{owner}/{name}", user), "none")
+            role = {"admin": "admin", "write": "write", "read": "read"}.get(level, "none")
+            return {"permission": level, "role_name": role, "user": {"login": user}}
+
+        @app.get("/repos/<owner>/<name>/pulls")
+        def list_pulls(owner: str, name: str) -> Any:
+            full_name = f"{owner}/{name}"
+            state = request.args.get("state", "open")
+            pulls = [
+                p
+                for (repo, _), p in self.pulls.items()
+                if repo == full_name and (state == "all" or p["state"] == state)
+            ]
+            pulls.sort(
+                key=lambda p: p["updated_at"], reverse=request.args.get("direction") != "asc"
+            )
+            return _page(pulls)
+
+        @app.get("/repos/<owner>/<name>/pulls/<int:number>")
+        def get_pull(owner: str, name: str, number: int) -> Any:
+            pull = self.pulls.get((f"{owner}/{name}", number))
+            return pull if pull else not_found
+
+        @app.get("/repos/<owner>/<name>/pulls/<int:number>/commits")
+        def pull_commits(owner: str, name: str, number: int) -> Any:
+            messages = self.pull_commits.get((f"{owner}/{name}", number), [])
+            return _page(
+                [
+                    {"sha": f"{i:040x}", "commit": {"message": message}}
+                    for i, message in enumerate(messages, start=1)
+                ]
+            )
+
+        @app.get("/app/hook/deliveries")
+        def hook_deliveries() -> Any:
+            return _page(list(reversed(self.hook_deliveries)))
+
+        @app.post("/app/hook/deliveries/<int:delivery_id>/attempts")
+        def redeliver(delivery_id: int) -> Any:
+            if not any(d["id"] == delivery_id for d in self.hook_deliveries):
+                return not_found
+            self.redelivered.append(delivery_id)
+            return {}, 202
+
+
+def _public(comment: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in comment.items() if not key.startswith("_")}
+
+
+def _page(items: list[Any]) -> Any:
+    """Paginate like GitHub: per_page/page query parameters and a Link header."""
+    per_page = int(request.args.get("per_page", 30))
+    page = int(request.args.get("page", 1))
+    chunk = items[(page - 1) * per_page : page * per_page]
+    headers = {}
+    if page * per_page < len(items):
+        query = request.args.to_dict() | {"page": str(page + 1), "per_page": str(per_page)}
+        next_url = request.base_url + "?" + "&".join(f"{k}={v}" for k, v in query.items())
+        headers["Link"] = f'<{next_url}>; rel="next"'
+    return chunk, 200, headers
