@@ -1,0 +1,73 @@
+"""Finding references in text: Jira keys, closed GitHub issues, and bullet ids."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+BULLET_ID = re.compile(r"(?<![\w-])pb-(\d+)(?![\w-])", re.IGNORECASE)
+# Atlassian's convention: a project key (letter, then letters/digits) and a number.
+JIRA_KEY = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]+-[0-9]+)(?![\w-])")
+# Branch names are usually lower case (ctms-4337-fix-retries), so match them case-insensitively.
+JIRA_KEY_ANY_CASE = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+-[0-9]+)(?![0-9])")
+CLOSING = r"(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)"
+CLOSES_ISSUE = re.compile(
+    rf"\b{CLOSING}\s*:?\s+(?:([\w.-]+/[\w.-]+))?#(\d+)\b",
+    re.IGNORECASE,
+)
+CLOSES_JIRA = re.compile(rf"\b{CLOSING}\s*:?\s+([A-Za-z][A-Za-z0-9]+-[0-9]+)\b", re.IGNORECASE)
+# Keys that look like Jira keys but name encodings and algorithms.
+NOT_KEYS = re.compile(r"^(UTF|SHA|ISO|RFC|MD|CVE|PEP|HTTP|TLS|X)-", re.IGNORECASE)
+
+
+def bullet_ids(text: str | None) -> list[str]:
+    """Bullet ids mentioned in text (``pb-12``, ``[PB-12]``), normalised, in order, once each."""
+    seen: dict[str, None] = {}
+    for match in BULLET_ID.finditer(text or ""):
+        seen.setdefault(f"pb-{int(match.group(1))}", None)
+    return list(seen)
+
+
+def _keys(pattern: re.Pattern[str], text: str | None) -> list[str]:
+    found: dict[str, None] = {}
+    for match in pattern.finditer(text or ""):
+        key = match.group(1).upper()
+        if not key.startswith("PB-") and not NOT_KEYS.match(key):
+            found.setdefault(key, None)
+    return list(found)
+
+
+@dataclass(frozen=True)
+class PullRequestLinks:
+    """The tickets a pull request is about."""
+
+    jira_keys: tuple[str, ...]
+    closes: tuple[str, ...]  # GitHub issues, as owner/repo#n
+
+    @property
+    def tickets(self) -> tuple[str, ...]:
+        """Every linked ticket key: Jira keys, then closed GitHub issues."""
+        return (*self.jira_keys, *self.closes)
+
+
+def pull_request_links(title: str, branch: str, body: str | None, repo: str) -> PullRequestLinks:
+    """Tickets a PR links to, by the convention of Atlassian's GitHub integration.
+
+    Jira keys come from the title, the head branch and the body, upper-cased and
+    deduplicated; bullet ids are never keys. When the body names keys with a closing
+    keyword (``Fixes CTMS-1``), only those count: an explicit link beats loose mentions.
+    """
+    closing_jira = _keys(CLOSES_JIRA, body) + _keys(CLOSES_JIRA, title)
+    if closing_jira:
+        jira = list(dict.fromkeys(closing_jira))
+    else:
+        jira = list(
+            dict.fromkeys(
+                _keys(JIRA_KEY, title) + _keys(JIRA_KEY_ANY_CASE, branch) + _keys(JIRA_KEY, body)
+            )
+        )
+    closes: dict[str, None] = {}
+    for text in (title, body or ""):
+        for match in CLOSES_ISSUE.finditer(text):
+            closes.setdefault(f"{match.group(1) or repo}#{int(match.group(2))}", None)
+    return PullRequestLinks(jira_keys=tuple(jira), closes=tuple(closes))
