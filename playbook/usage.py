@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
@@ -188,3 +191,95 @@ def recount(session: Session) -> list[str]:
             fixed.append(bullet.id)
     session.flush()
     return fixed
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    """One event in the shape agents write to `.lesson-usage.jsonl` and POST to the API."""
+
+    kind: str
+    bullet_ids: tuple[str, ...]
+    ticket_key: str | None = None
+    phase: str | None = None
+    consumer: str | None = None
+    success: bool | None = None
+    ts: datetime | None = None
+    rank: int | None = None
+    query_id: str | None = None
+
+
+def _optional_text(data: dict[str, Any], *names: str) -> str | None:
+    for name in names:
+        value = data.get(name)
+        if value is not None:
+            if not isinstance(value, str | int):
+                raise InvalidInput(f"{name} must be a string")
+            return str(value).strip() or None
+    return None
+
+
+def parse_agent_event(data: Any) -> AgentEvent:
+    """Read one agent event: ``{"event", "lessonIds", "ticketId", "phase", "consumer",
+    "phaseSuccess", "ts"}`` (also ``lessonId``, ``rank``, ``queryId``); raises InvalidInput.
+    """
+    if not isinstance(data, dict):
+        raise InvalidInput("an event must be a JSON object")
+    kind = data.get("event")
+    if kind not in EVENT_KINDS:
+        raise InvalidInput(f"event must be one of {', '.join(EVENT_KINDS)}, not {kind!r}")
+    ids = data.get("lessonIds", data.get("lessonId"))
+    if isinstance(ids, str):
+        ids = [ids]
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or not all(isinstance(i, str) and i.strip() for i in ids)
+    ):
+        raise InvalidInput("lessonIds must be a non-empty list of bullet ids")
+    success = data.get("phaseSuccess", data.get("success"))
+    if success is not None and not isinstance(success, bool):
+        raise InvalidInput("phaseSuccess must be true, false or absent")
+    rank = data.get("rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
+        raise InvalidInput("rank must be an integer")
+    ts = None
+    if data.get("ts") is not None:
+        try:
+            ts = clock.parse_time(data["ts"])
+        except (ValueError, TypeError, OverflowError, OSError):
+            raise InvalidInput(f"ts {data['ts']!r} is not an ISO 8601 time or epoch") from None
+    return AgentEvent(
+        kind=kind,
+        bullet_ids=tuple(i.strip() for i in ids),
+        ticket_key=_optional_text(data, "ticketId", "ticket"),
+        phase=_optional_text(data, "phase"),
+        consumer=_optional_text(data, "consumer"),
+        success=success if kind == "cited" else None,
+        ts=ts,
+        rank=rank,
+        query_id=_optional_text(data, "queryId", "query_id"),
+    )
+
+
+def _digest(text: str) -> str:
+    # Dedup keys are stored in 64 characters whatever the caller's key looks like.
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def record_agent_event(
+    session: Session, event: AgentEvent, dedup_key: str | None = None
+) -> list[UsageEvent]:
+    """Record a parsed agent event (one usage event per bullet id)."""
+    return record(
+        session,
+        event.kind,
+        event.bullet_ids,
+        ticket_key=event.ticket_key,
+        phase=event.phase,
+        consumer=event.consumer,
+        success=event.success,
+        ranks=[event.rank] * len(event.bullet_ids) if event.rank is not None else None,
+        query_id=event.query_id,
+        ts=event.ts,
+        dedup_keys=[_digest(f"{dedup_key}:{i}") for i in event.bullet_ids] if dedup_key else None,
+    )

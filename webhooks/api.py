@@ -7,8 +7,8 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from playbook import db, lifecycle
-from playbook.errors import BulletNotFound
+from playbook import db, lifecycle, usage
+from playbook.errors import BulletNotFound, PlaybookError
 from webhooks.app import error, runtime
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -60,3 +60,46 @@ def get_bullet(bullet_id: str) -> tuple[Any, int]:
         if hasattr(value, "isoformat"):
             data[key] = value.isoformat()
     return jsonify(status="ok", bullet=data), 200
+
+
+@blueprint.post("/usage")
+def post_usage() -> tuple[Any, int]:
+    """Record loads and cites: one event or a list, in the `.lesson-usage.jsonl` shape.
+
+    All or nothing: one bad event rejects the request, so an agent can fix and resend it.
+    An ``Idempotency-Key`` header makes a resent request record nothing twice.
+    """
+    if request.mimetype != "application/json":
+        return error(415, "send the events as application/json")
+    body = request.get_json(silent=True)
+    if body is None:
+        return error(400, "body is not valid JSON")
+    items = body if isinstance(body, list) else [body]
+    if not items:
+        return error(400, "no events in the body")
+    events = []
+    for position, item in enumerate(items, start=1):
+        try:
+            events.append(usage.parse_agent_event(item))
+        except PlaybookError as problem:
+            return error(400, f"event {position}: {problem}")
+    key = request.headers.get("Idempotency-Key", "").strip() or None
+    recorded = 0
+    try:
+        with db.transaction(runtime().engine) as session:
+            for position, event in enumerate(events, start=1):
+                try:
+                    dedup = f"{key}:{position}" if key else None
+                    recorded += len(usage.record_agent_event(session, event, dedup))
+                except PlaybookError as problem:
+                    raise _Rejected(position, problem) from None
+    except _Rejected as rejected:
+        return error(422, f"event {rejected.position}: {rejected.problem}")
+    return jsonify(status="recorded", events=recorded), 201
+
+
+class _Rejected(Exception):
+    def __init__(self, position: int, problem: PlaybookError) -> None:
+        super().__init__(str(problem))
+        self.position = position
+        self.problem = problem
