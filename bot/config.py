@@ -73,6 +73,37 @@ class Settings(BaseSettings):
     )
     retry_base_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_RETRY_BASE_SECONDS")
 
+    # GitHub.
+    github_app_id: int | None = Field(None, validation_alias="GITHUB_APP_ID")
+    github_app_private_key: str | None = Field(
+        None, validation_alias="GITHUB_APP_PRIVATE_KEY", description="PEM text of the App's key."
+    )
+    github_app_private_key_file: str | None = Field(
+        None, validation_alias="GITHUB_APP_PRIVATE_KEY_FILE"
+    )
+    github_token: str | None = Field(
+        None,
+        validation_alias="GITHUB_TOKEN",
+        description="A personal access token, instead of an App, for a single repository.",
+    )
+    github_api_url: str = Field("https://api.github.com", validation_alias="GITHUB_API_URL")
+    # PyGithub spaces requests as GitHub's secondary rate limits ask; tests turn this off.
+    github_seconds_between_requests: float = Field(
+        0.25, ge=0, validation_alias="PLAYBOOK_GITHUB_SECONDS_BETWEEN_REQUESTS"
+    )
+    github_seconds_between_writes: float = Field(
+        1.0, ge=0, validation_alias="PLAYBOOK_GITHUB_SECONDS_BETWEEN_WRITES"
+    )
+
+    # Jira.
+    jira_url: str | None = Field(None, validation_alias="JIRA_URL")
+    jira_email: str | None = Field(None, validation_alias="JIRA_EMAIL")
+    jira_api_token: str | None = Field(None, validation_alias="JIRA_API_TOKEN")
+    jira_pat: str | None = Field(
+        None, validation_alias="JIRA_PAT", description="Personal access token (Data Center)."
+    )
+    http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
+
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
     def _case_insensitive(cls, value: object, info: ValidationInfo) -> object:
