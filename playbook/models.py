@@ -116,6 +116,8 @@ class UsageEvent(Base):
     ts: Mapped[datetime] = mapped_column(UTCDateTime)
     # Set for imported events so importing the same log twice adds nothing.
     dedup_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+    # The pull request a cite was made in (owner/repo#n), so the PR's outcome can settle it.
+    pr_key: Mapped[str | None] = mapped_column(String(200), index=True)
 
 
 class Revision(Base):
@@ -170,3 +172,79 @@ class Delivery(Base):
     locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     locked_by: Mapped[str | None] = mapped_column(String(200))
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class PullRequest(Base):
+    """A pull request the bot has seen, with its latest known state."""
+
+    __tablename__ = "pull_requests"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)  # owner/repo#12
+    repo: Mapped[str] = mapped_column(String(200))
+    number: Mapped[int] = mapped_column(Integer)
+    title: Mapped[str] = mapped_column(Text, default="")
+    head_ref: Mapped[str] = mapped_column(String(300), default="")
+    url: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(16), default="open")  # open | closed | merged
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    # GitHub's updated_at of the payload we last applied: older deliveries never win.
+    source_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TicketLink(Base):
+    """A pull request is about a ticket (a Jira key or a GitHub issue it closes)."""
+
+    __tablename__ = "ticket_links"
+    __table_args__ = (UniqueConstraint("ticket_key", "pr_key", name="uq_ticket_links_ticket_pr"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    ticket_key: Mapped[str] = mapped_column(String(200), index=True)
+    pr_key: Mapped[str] = mapped_column(ForeignKey("pull_requests.key"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # jira | closes
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class BotComment(Base):
+    """The one comment the bot keeps on a ticket, so edits replace it instead of adding more."""
+
+    __tablename__ = "bot_comments"
+    __table_args__ = (UniqueConstraint("target", "ticket_key", name="uq_bot_comments_target_ticket"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    target: Mapped[str] = mapped_column(String(16))  # github | jira
+    ticket_key: Mapped[str] = mapped_column(String(200))
+    external_id: Mapped[str | None] = mapped_column(String(100))
+    bullet_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    body: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SideEffect(Base):
+    """An append-only log of what the bot did, or would have done, on GitHub and Jira."""
+
+    __tablename__ = "side_effects"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    target: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(32))
+    ticket_key: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))  # done | skipped | dry_run
+    detail: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Installation(Base):
+    """A GitHub App installation; the bot stops acting for deleted ones."""
+
+    __tablename__ = "installations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="active")  # active | deleted
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

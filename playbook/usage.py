@@ -34,6 +34,7 @@ def record(
     query_id: str | None = None,
     ts: datetime | None = None,
     dedup_keys: Sequence[str | None] | None = None,
+    pr_key: str | None = None,
 ) -> list[UsageEvent]:
     """Append one event per bullet id and update that bullet's counters in the same transaction.
 
@@ -73,6 +74,7 @@ def record(
             query_id=query_id,
             ts=when,
             dedup_key=key,
+            pr_key=pr_key,
         )
         session.add(event)
         events.append(event)
