@@ -102,7 +102,30 @@ class Settings(BaseSettings):
     jira_pat: str | None = Field(
         None, validation_alias="JIRA_PAT", description="Personal access token (Data Center)."
     )
+    jira_allowed_users: str = Field(
+        "",
+        validation_alias="PLAYBOOK_JIRA_ALLOWED_USERS",
+        description="Jira accountIds, user names or emails (comma-separated) who may change it.",
+    )
+    jira_review_field: str | None = Field(
+        None,
+        validation_alias="PLAYBOOK_JIRA_REVIEW_FIELD",
+        description="Name of a Jira field that, when set, flags a ticket for human review.",
+    )
+
+    # What the bot does.
+    comment_max_chars: int = Field(4000, ge=500, validation_alias="PLAYBOOK_COMMENT_MAX_CHARS")
+    lessons_per_ticket: int = Field(5, ge=1, le=20, validation_alias="PLAYBOOK_LESSONS_PER_TICKET")
+    demote_policy: Literal["always", "needs-review"] = Field(
+        "always", validation_alias="PLAYBOOK_DEMOTE_POLICY"
+    )
+    review_label: str = Field("needs-human-review", validation_alias="PLAYBOOK_REVIEW_LABEL")
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
+
+    @property
+    def jira_allowed(self) -> set[str]:
+        """The Jira users allowed to change the playbook, lower-cased."""
+        return {u.strip().lower() for u in self.jira_allowed_users.split(",") if u.strip()}
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod

@@ -7,24 +7,23 @@ import os
 import socket
 import threading
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Engine, exc
 
 from bot.config import Settings
-from bot.handlers import IGNORED, Event, router
+from bot.effects import Effects, LiveEffects
+from bot.handlers import IGNORED, Event, PermanentError, router
 from bot.handlers.router import Router
 from bot.logs import delivery_context
 from playbook import db, inbox
 from playbook.errors import DatabaseUnavailable, PlaybookError
+from playbook.models import Installation
+from playbook.retrieval import Retriever
 
 log = logging.getLogger(__name__)
-
-
-class PermanentError(Exception):
-    """A handler failure that retrying cannot fix (the delivery goes straight to dead)."""
 
 
 # Errors that say the payload or our data is wrong; a retry would fail the same way.
@@ -43,10 +42,22 @@ def is_transient(error: BaseException) -> bool:
 
 @dataclass
 class Services:
-    """What handlers may use: the database, the settings, and (later) API clients."""
+    """What handlers may use: the database, settings, side effects and the retriever."""
 
     engine: Engine
     settings: Settings
+    effects: Effects | None = None
+    retriever: Retriever = field(default_factory=Retriever)
+
+    def __post_init__(self) -> None:
+        if self.effects is None:
+            self.effects = LiveEffects(self.settings)
+
+    @property
+    def out(self) -> Effects:
+        """The side effects (live unless a dry run was asked for)."""
+        assert self.effects is not None
+        return self.effects
 
 
 class Worker:
@@ -81,10 +92,23 @@ class Worker:
                 self._process(row_id, event)
         return len(batch)
 
+    def _removed_installation(self, event: Event) -> bool:
+        # After installation.deleted the bot has no token there; acting would only fail.
+        if event.source != "github" or event.installation_id is None:
+            return False
+        if event.name == "installation":
+            return False
+        with db.transaction(self.services.engine) as session:
+            installation = session.get(Installation, event.installation_id)
+        return installation is not None and installation.status == "deleted"
+
     def _process(self, row_id: int, event: Event) -> None:
-        handlers = self.handlers.handlers_for(event)
         label = f"{event.source} {event.name}{f'.{event.action}' if event.action else ''}"
-        if not handlers:
+        removed = self._removed_installation(event)
+        handlers = [] if removed else self.handlers.handlers_for(event)
+        if removed:
+            log.info("%s is for removed installation %s; ignored", label, event.installation_id)
+        elif not handlers:
             if (event.source, event.name) in IGNORED:
                 log.info("%s is on the ignore list", label)
             else:

@@ -335,8 +335,14 @@ def approve(session: Session, bullet_id: str, *, actor: str, reason: str | None 
     return _apply(session, bullet, "approve", actor, reason, status="active")
 
 
-def deprecate(session: Session, bullet_id: str, *, reason: str, actor: str) -> Change:
-    """Soft-deprecate a bullet: it stays, with when and why, and stops being retrieved."""
+def deprecate(
+    session: Session, bullet_id: str, *, reason: str, actor: str, note: str | None = None
+) -> Change:
+    """Soft-deprecate a bullet: it stays, with when and why, and stops being retrieved.
+
+    ``reason`` becomes the bullet's ``demoted_reason``; ``note`` (default: the reason)
+    is what the revision says, e.g. which PR caused the demotion.
+    """
     bullet = get(session, bullet_id)
     if not (reason or "").strip():
         raise InvalidInput("deprecating a bullet needs a reason")
@@ -349,7 +355,7 @@ def deprecate(session: Session, bullet_id: str, *, reason: str, actor: str) -> C
         bullet,
         "deprecate",
         actor,
-        reason,
+        note or reason,
         status="deprecated",
         demoted_on=clock.now(),
         demoted_reason=reason.strip(),

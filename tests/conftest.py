@@ -133,3 +133,14 @@ def deliver(client):
         )
 
     return send
+
+
+@pytest.fixture
+def loop(engine: Engine, database_url: str):
+    """The whole bot against fake GitHub and Jira servers (see loop_harness)."""
+    from loop_harness import start_loop
+
+    running = start_loop(engine, database_url)
+    yield running
+    running.github.stop()
+    running.jira.stop()

@@ -1,0 +1,37 @@
+"""GitHub App installations: remember them, and stop acting for removed ones."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from bot.handlers.context import require
+from bot.handlers.router import Event, router
+from playbook import clock, db
+from playbook.models import Installation
+
+if TYPE_CHECKING:
+    from bot.worker import Services
+
+log = logging.getLogger(__name__)
+
+
+@router.register("github", "installation")
+def installation_changed(event: Event, services: Services) -> None:
+    """Record installation created/deleted (and suspended/unsuspended)."""
+    data = require(event.payload, "installation")
+    installation_id = int(require(data, "id"))
+    account = (data.get("account") or {}).get("login")
+    status = "deleted" if event.action in ("deleted", "suspend") else "active"
+    with db.transaction(services.engine) as session:
+        row = session.get(Installation, installation_id)
+        if row is None:
+            row = Installation(id=installation_id, created_at=clock.now())
+            session.add(row)
+        row.account = account
+        row.status = status
+        row.deleted_at = clock.now() if status == "deleted" else None
+    forget = getattr(services.out, "github", None)
+    if status == "deleted" and forget is not None:
+        forget.forget(installation_id)
+    log.info("installation %s (%s) is %s", installation_id, account, status)

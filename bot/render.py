@@ -1,0 +1,90 @@
+"""Comment text: the lessons for a ticket in GitHub Markdown or Jira wiki markup."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from playbook.retrieval import Hit
+
+MARKER = "<!-- playbook-bot:lessons -->"
+_WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")
+
+
+def reason(hit: Hit) -> str:
+    """One line on where a lesson comes from and how it has done."""
+    parts = [f"learned from {hit.learned_from}" if hit.learned_from else "no source ticket"]
+    if hit.cites_success or hit.cites_failure:
+        outcomes = []
+        if hit.cites_success:
+            outcomes.append(f"{hit.cites_success} merged PR{'s' if hit.cites_success != 1 else ''}")
+        if hit.cites_failure:
+            outcomes.append(f"{hit.cites_failure} unmerged")
+        parts.append("cited in " + ", ".join(outcomes))
+    elif hit.cites:
+        parts.append(f"cited {hit.cites} time{'s' if hit.cites != 1 else ''}")
+    else:
+        parts.append("not cited yet")
+    return ", ".join(parts)
+
+
+def _markdown_text(text: str) -> str:
+    # A lesson must not ping people or inject HTML into the thread.
+    return text.replace("@", "@\u200b").replace("<", "&lt;").replace("\n", " ")
+
+
+def _wiki_text(text: str) -> str:
+    # [ { | * _ start links, macros, tables and emphasis in wiki markup; escape them all.
+    return _WIKI_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def lessons_comment(hits: Sequence[Hit], *, markup: str, max_chars: int) -> tuple[str, list[str]]:
+    """The comment listing ``hits`` within ``max_chars``; returns it and the ids it shows."""
+    if markup == "jira":
+        head = (
+            "h4. Lessons from the playbook\n"
+            "These lessons from earlier work may help with this ticket. If one helps, cite its "
+            "id in the pull request (title, description or commits), e.g. \\[pb-12\\].\n\n"
+        )
+        tail = "\n_Posted by playbook-bot; it edits this comment when the ticket changes._"
+    else:
+        head = (
+            "### Lessons from the playbook\n"
+            "These lessons from earlier work may help with this ticket. If one helps, cite its "
+            "id in the pull request (title, description or commits), e.g. `[pb-12]`.\n\n"
+        )
+        tail = (
+            "\n<sub>Posted by playbook-bot; it edits this comment when the ticket changes.</sub>"
+            f"\n{MARKER}"
+        )
+    lines: list[str] = []
+    shown: list[str] = []
+    budget = max_chars - len(head) - len(tail)
+    for hit in hits:
+        why = reason(hit)
+        if markup == "jira":
+            line = f"* *\\[{hit.bullet_id}\\]* {{text}}\n** _{_wiki_text(why)}_\n"
+            text = _wiki_text(hit.text)
+        else:
+            line = f"- **[{hit.bullet_id}]** {{text}}\n  <sub>{_markdown_text(why)}</sub>\n"
+            text = _markdown_text(hit.text)
+        room = budget - len(line) + len("{text}")
+        if room < 40:
+            break  # not even a useful excerpt fits; lower-ranked lessons are left out
+        line = line.replace("{text}", _shorten(text, min(room, 600)))
+        lines.append(line)
+        shown.append(hit.bullet_id)
+        budget -= len(line)
+    return head + "".join(lines) + tail, shown
+
+
+def no_lessons_comment(markup: str) -> str:
+    """What the bot's comment says once no lesson fits the edited ticket any more."""
+    text = "No lesson in the playbook fits this ticket any more."
+    if markup == "jira":
+        return f"h4. Lessons from the playbook\n{text}"
+    return f"### Lessons from the playbook\n{text}\n{MARKER}"

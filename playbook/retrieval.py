@@ -1,0 +1,253 @@
+"""Retrieval: the lessons that matter for a ticket, ranked, recorded as loads, kept in sync."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from playbook import clock, ranking, usage
+from playbook.errors import InvalidInput
+from playbook.index import BM25Index
+from playbook.lifecycle import playbook_version
+from playbook.models import Bullet
+from playbook.text import Ticket, bullet_tokens, query_tokens
+
+# Non-feedback modes re-rank this many of the best BM25 matches: past that, a match is too
+# weak for usage to make it the right lesson.
+POOL = 50
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked lesson, with the parts of its score when asked to explain."""
+
+    bullet_id: str
+    text: str
+    rank: int
+    score: float
+    learned_from: str | None
+    scope: str
+    tags: tuple[str, ...]
+    cites: int
+    cites_success: int
+    cites_failure: int
+    bm25: float
+    multiplier: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The hits of one search and the query id later cites can refer to."""
+
+    query_id: str
+    hits: list[Hit] = field(default_factory=list)
+    query: str = ""
+
+
+class Retriever:
+    """A per-process BM25 index over active bullets, refreshed when the playbook changes.
+
+    Each search reads the playbook version (one indexed row); when another process has
+    changed bullets since, only the bullets stamped with a newer version are reloaded.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._index = BM25Index()
+        self._version: int | None = None
+
+    def sync(self, session: Session) -> int:
+        """Bring the index up to the database's playbook version; returns that version."""
+        version = playbook_version(session)
+        with self._lock:
+            if self._version == version:
+                return version
+            query = select(Bullet.id, Bullet.text, Bullet.tags, Bullet.scope, Bullet.status)
+            if self._version is not None:
+                query = query.where(Bullet.version > self._version)
+            for bullet_id, text, tags, scope, status in session.execute(query):
+                if status == "active":
+                    self._index.replace(bullet_id, bullet_tokens(text, tags), scope=scope)
+                else:
+                    self._index.remove(bullet_id)
+            self._version = version
+        return version
+
+    def search(
+        self,
+        session: Session,
+        ticket: Ticket,
+        *,
+        k: int = 5,
+        rank_by: str = "feedback",
+        max_chars: int | None = None,
+        record: bool = False,
+        query_id: str | None = None,
+        scopes: Iterable[str] | None = None,
+    ) -> SearchResult:
+        """Rank the active lessons in the ticket's scope (and global) for ``ticket``.
+
+        With ``record``, every lesson shown is a ``loaded`` event for the ticket, once
+        per query id: searching again under the same query id records nothing more.
+        """
+        if rank_by not in ranking.RANK_MODES:
+            raise InvalidInput(f"rank_by must be one of {', '.join(ranking.RANK_MODES)}")
+        if k < 1:
+            raise InvalidInput("k must be at least 1")
+        self.sync(session)
+        allowed = (
+            set(scopes)
+            if scopes is not None
+            else {"global", *([ticket.scope] if ticket.scope else [])}
+        )
+        tokens = query_tokens(ticket)
+        query_id = query_id or uuid.uuid4().hex
+        hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
+        if record and hits:
+            usage.record(
+                session,
+                "loaded",
+                [hit.bullet_id for hit in hits],
+                ticket_key=ticket.key,
+                ranks=[hit.rank for hit in hits],
+                query_id=query_id,
+                consumer="retrieval",
+                dedup_keys=[_load_key(query_id, hit.bullet_id) for hit in hits],
+            )
+        return SearchResult(query_id=query_id, hits=hits, query=" ".join(tokens))
+
+    def _rank(
+        self,
+        session: Session,
+        tokens: list[str],
+        scopes: set[str],
+        k: int,
+        rank_by: str,
+        max_chars: int | None,
+    ) -> list[Hit]:
+        wanted = max(k * 4, 20) if rank_by in ("feedback", "bm25") else POOL
+        if max_chars is not None:
+            wanted *= 2  # the budget may skip long lessons
+        while True:
+            with self._lock:
+                matches = self._index.search(tokens, k=wanted, scopes=scopes)
+            hits = self._score(session, matches, rank_by)
+            if rank_by != "feedback" or len(matches) < wanted:
+                break
+            # The feedback multiplier lies in [0.5, 2]: once the weakest fetched match
+            # could not reach the k-th hit even doubled, no unfetched match can either.
+            if len(hits) >= k and matches[-1][1] * 2 <= hits[k - 1].score:
+                break
+            wanted *= 4
+        return _budget(hits, k, max_chars)
+
+    def _score(self, session: Session, matches: list[tuple[str, float]], rank_by: str) -> list[Hit]:
+        if not matches:
+            return []
+        rows = {
+            bullet.id: bullet
+            for bullet in session.scalars(
+                select(Bullet).where(Bullet.id.in_([bullet_id for bullet_id, _ in matches]))
+            )
+        }
+        now = clock.now()
+        best = max(score for _, score in matches) or 1.0
+        scored = []
+        for bullet_id, bm25 in matches:
+            bullet = rows.get(bullet_id)
+            if bullet is None or bullet.status != "active":
+                continue  # changed since the last sync; the next sync drops it
+            multiplier = ranking.feedback_multiplier(bullet.cites_success, bullet.cites_failure)
+            last_used = max(
+                (t for t in (bullet.last_cited_at, bullet.last_loaded_at) if t), default=None
+            )
+            confidence = ranking.confidence(
+                bullet.cites_success, bullet.cites_failure, last_used_at=last_used, now=now
+            )
+            if rank_by == "feedback":
+                score, order = bm25 * multiplier, (bm25 * multiplier,)
+            elif rank_by == "bm25":
+                score, order = bm25, (bm25,)
+            elif rank_by == "reinforcements":
+                recency = (
+                    bullet.last_cited_at or datetime.min.replace(tzinfo=now.tzinfo)
+                ).timestamp()
+                score, order = float(bullet.cites), (bullet.cites, recency, bm25)
+            elif rank_by == "confidence":
+                score, order = confidence, (confidence, bm25)
+            else:  # hybrid
+                score = ranking.HYBRID_ALPHA * bm25 / best + (1 - ranking.HYBRID_ALPHA) * confidence
+                order = (score,)
+            scored.append((order, bullet, score, bm25, multiplier, confidence))
+        scored.sort(key=lambda item: (tuple(-x for x in item[0]), item[1].id))
+        return [
+            Hit(
+                bullet_id=bullet.id,
+                text=bullet.text,
+                rank=position,
+                score=score,
+                learned_from=bullet.learned_from,
+                scope=bullet.scope,
+                tags=tuple(bullet.tags or ()),
+                cites=bullet.cites,
+                cites_success=bullet.cites_success,
+                cites_failure=bullet.cites_failure,
+                bm25=bm25,
+                multiplier=multiplier,
+                confidence=confidence,
+            )
+            for position, (_order, bullet, score, bm25, multiplier, confidence) in enumerate(
+                scored, start=1
+            )
+        ]
+
+
+def _budget(hits: list[Hit], k: int, max_chars: int | None) -> list[Hit]:
+    """The first ``k`` hits whose texts fit in ``max_chars`` together, renumbered."""
+    kept: list[Hit] = []
+    used = 0
+    for hit in hits:
+        if len(kept) == k:
+            break
+        if max_chars is not None and used + len(hit.text) > max_chars:
+            continue  # a shorter, lower-ranked lesson may still fit
+        used += len(hit.text)
+        kept.append(hit)
+    return [Hit(**{**hit.__dict__, "rank": position}) for position, hit in enumerate(kept, start=1)]
+
+
+def record_shown(session: Session, ticket_key: str, hits: list[Hit], query_id: str) -> int:
+    """Record the lessons a ticket's comment shows as loads, each once per ticket.
+
+    A ticket edited five times shows mostly the same lessons five times; counting them
+    again would reward being shown, not being useful. Returns how many were new.
+    """
+    if not hits:
+        return 0
+    events = usage.record(
+        session,
+        "loaded",
+        [hit.bullet_id for hit in hits],
+        ticket_key=ticket_key,
+        ranks=[hit.rank for hit in hits],
+        query_id=query_id,
+        consumer="playbook-bot",
+        dedup_keys=[_shown_key(ticket_key, hit.bullet_id) for hit in hits],
+    )
+    return len(events)
+
+
+def _shown_key(ticket_key: str, bullet_id: str) -> str:
+    return hashlib.sha256(f"shown:{ticket_key}:{bullet_id}".encode()).hexdigest()
+
+
+def _load_key(query_id: str, bullet_id: str) -> str:
+    return hashlib.sha256(f"load:{query_id}:{bullet_id}".encode()).hexdigest()

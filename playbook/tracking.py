@@ -1,0 +1,177 @@
+"""Pull requests, the tickets they link to, and what their outcomes mean for the playbook."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from playbook import clock, lifecycle, usage
+from playbook.models import Bullet, PullRequest, TicketLink, UsageEvent
+
+DEMOTED_UNMERGED = "pr_closed_unmerged"
+
+
+@dataclass(frozen=True)
+class PullRequestState:
+    """What a webhook payload says about a pull request."""
+
+    key: str
+    repo: str
+    number: int
+    title: str
+    head_ref: str
+    url: str | None
+    state: str  # open | closed | merged
+    updated_at: datetime | None
+    closed_at: datetime | None = None
+    merged_at: datetime | None = None
+    installation_id: int | None = None
+
+
+def observe(session: Session, seen: PullRequestState) -> tuple[PullRequest, bool]:
+    """Store what a delivery says about a PR; True when it is news.
+
+    Deliveries arrive out of order (closed before opened, a redelivery days later), so
+    a payload older than the one already applied does not move the state back.
+    """
+    pull = session.get(PullRequest, seen.key)
+    now = clock.now()
+    if pull is None:
+        pull = PullRequest(key=seen.key, repo=seen.repo, number=seen.number, updated_at=now)
+        session.add(pull)
+    elif (
+        pull.source_updated_at is not None
+        and seen.updated_at is not None
+        and seen.updated_at < pull.source_updated_at
+    ):
+        return pull, False
+    # Equal timestamps: a closed/merged state is never undone by an "open" of the same moment.
+    if (
+        pull.source_updated_at is not None
+        and seen.updated_at == pull.source_updated_at
+        and pull.state != "open"
+        and seen.state == "open"
+    ):
+        return pull, False
+    pull.title = seen.title
+    pull.head_ref = seen.head_ref
+    pull.url = seen.url
+    pull.state = seen.state
+    pull.closed_at = seen.closed_at
+    pull.merged_at = seen.merged_at
+    pull.installation_id = seen.installation_id or pull.installation_id
+    pull.source_updated_at = seen.updated_at
+    pull.updated_at = now
+    session.flush()
+    return pull, True
+
+
+def link(session: Session, pr_key: str, tickets: Iterable[tuple[str, str]]) -> list[str]:
+    """Link a PR to tickets given as (key, kind); returns every ticket the PR is linked to."""
+    existing = set(
+        session.scalars(select(TicketLink.ticket_key).where(TicketLink.pr_key == pr_key))
+    )
+    for ticket_key, kind in tickets:
+        if ticket_key not in existing:
+            session.add(
+                TicketLink(ticket_key=ticket_key, pr_key=pr_key, kind=kind, created_at=clock.now())
+            )
+            existing.add(ticket_key)
+    session.flush()
+    return sorted(existing)
+
+
+def tickets_of(session: Session, pr_key: str) -> list[str]:
+    """The tickets a PR is linked to."""
+    return list(
+        session.scalars(
+            select(TicketLink.ticket_key).where(TicketLink.pr_key == pr_key).order_by(TicketLink.id)
+        )
+    )
+
+
+def pulls_of(session: Session, ticket_key: str) -> list[PullRequest]:
+    """The PRs linked to a ticket."""
+    return list(
+        session.scalars(
+            select(PullRequest)
+            .join(TicketLink, TicketLink.pr_key == PullRequest.key)
+            .where(TicketLink.ticket_key == ticket_key)
+            .order_by(PullRequest.key)
+        )
+    )
+
+
+def learned_from(session: Session, ticket_key: str) -> list[Bullet]:
+    """The bullets learned from a ticket."""
+    return list(
+        session.scalars(select(Bullet).where(Bullet.learned_from == ticket_key).order_by(Bullet.id))
+    )
+
+
+def cites_in(session: Session, pr_key: str) -> list[int]:
+    """The ids of the cite events made in a PR."""
+    return list(
+        session.scalars(
+            select(UsageEvent.id).where(UsageEvent.pr_key == pr_key, UsageEvent.kind == "cited")
+        )
+    )
+
+
+@dataclass
+class Outcome:
+    """What a PR's outcome changed in the playbook."""
+
+    demoted: list[str]
+    restored: list[str]
+    approved: list[str]
+    settled: int
+    kept_because: dict[str, str]
+
+
+def apply_outcome(
+    session: Session, pull: PullRequest, *, actor: str, demote: bool = True
+) -> Outcome:
+    """Apply a closed PR's outcome to the bullets learned from its tickets and its cites.
+
+    Merged: proposed bullets become active, bullets demoted because an earlier PR for the
+    ticket was closed unmerged come back, and the PR's cites count as successes.
+    Closed unmerged: unless another PR for the ticket is open or merged, the bullets
+    learned from the ticket are soft-deprecated, and the PR's cites count as failures.
+    """
+    outcome = Outcome([], [], [], 0, {})
+    merged = pull.state == "merged"
+    reason = f"{pull.key} {'merged' if merged else 'closed without merge'}"
+    for ticket in tickets_of(session, pull.key):
+        others = [p for p in pulls_of(session, ticket) if p.key != pull.key]
+        for bullet in learned_from(session, ticket):
+            if merged:
+                if bullet.status == "proposed":
+                    lifecycle.approve(session, bullet.id, actor=actor, reason=reason)
+                    outcome.approved.append(bullet.id)
+                elif bullet.status == "deprecated" and bullet.demoted_reason == DEMOTED_UNMERGED:
+                    lifecycle.restore(session, bullet.id, actor=actor, reason=reason)
+                    outcome.restored.append(bullet.id)
+                continue
+            alive = [p.key for p in others if p.state in ("open", "merged")]
+            if alive:
+                outcome.kept_because[bullet.id] = f"{ticket} still has {', '.join(alive)}"
+                continue
+            if not demote or bullet.status not in ("active", "proposed"):
+                continue
+            change = lifecycle.deprecate(
+                session,
+                bullet.id,
+                reason=DEMOTED_UNMERGED,
+                actor=actor,
+                note=f"{DEMOTED_UNMERGED}: {reason}",
+            )
+            if change.changed:
+                outcome.demoted.append(bullet.id)
+    outcome.settled = usage.settle(session, cites_in(session, pull.key), merged)
+    session.flush()
+    return outcome
