@@ -211,7 +211,9 @@ class BotComment(Base):
     """The one comment the bot keeps on a ticket, so edits replace it instead of adding more."""
 
     __tablename__ = "bot_comments"
-    __table_args__ = (UniqueConstraint("target", "ticket_key", name="uq_bot_comments_target_ticket"),)
+    __table_args__ = (
+        UniqueConstraint("target", "ticket_key", name="uq_bot_comments_target_ticket"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     target: Mapped[str] = mapped_column(String(16))  # github | jira
@@ -248,3 +250,16 @@ class Installation(Base):
     status: Mapped[str] = mapped_column(String(16), default="active")  # active | deleted
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Retrieval(Base):
+    """One search for a ticket: what was shown, so coverage and cite rates can be reported."""
+
+    __tablename__ = "retrievals"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    ticket_key: Mapped[str | None] = mapped_column(String(200), index=True)
+    query_id: Mapped[str] = mapped_column(String(64), index=True)
+    rank_by: Mapped[str] = mapped_column(String(16))
+    bullet_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

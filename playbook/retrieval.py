@@ -16,7 +16,7 @@ from playbook import clock, ranking, usage
 from playbook.errors import InvalidInput
 from playbook.index import BM25Index
 from playbook.lifecycle import playbook_version
-from playbook.models import Bullet
+from playbook.models import Bullet, Retrieval
 from playbook.text import Ticket, bullet_tokens, query_tokens
 
 # Non-feedback modes re-rank this many of the best BM25 matches: past that, a match is too
@@ -111,6 +111,8 @@ class Retriever:
         tokens = query_tokens(ticket)
         query_id = query_id or uuid.uuid4().hex
         hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
+        if record:
+            _log(session, ticket.key, query_id, rank_by, hits)
         if record and hits:
             usage.record(
                 session,
@@ -224,12 +226,29 @@ def _budget(hits: list[Hit], k: int, max_chars: int | None) -> list[Hit]:
     return [Hit(**{**hit.__dict__, "rank": position}) for position, hit in enumerate(kept, start=1)]
 
 
-def record_shown(session: Session, ticket_key: str, hits: list[Hit], query_id: str) -> int:
+def _log(
+    session: Session, ticket_key: str | None, query_id: str, rank_by: str, hits: list[Hit]
+) -> None:
+    session.add(
+        Retrieval(
+            ticket_key=ticket_key,
+            query_id=query_id,
+            rank_by=rank_by,
+            bullet_ids=[hit.bullet_id for hit in hits],
+            at=clock.now(),
+        )
+    )
+
+
+def record_shown(
+    session: Session, ticket_key: str, hits: list[Hit], query_id: str, rank_by: str = "feedback"
+) -> int:
     """Record the lessons a ticket's comment shows as loads, each once per ticket.
 
     A ticket edited five times shows mostly the same lessons five times; counting them
     again would reward being shown, not being useful. Returns how many were new.
     """
+    _log(session, ticket_key, query_id, rank_by, hits)
     if not hits:
         return 0
     events = usage.record(

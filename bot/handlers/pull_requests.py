@@ -112,17 +112,13 @@ def capture(
     return added
 
 
-def flagged(services: Services, payload: dict[str, Any], tickets: list[str], repo: str) -> bool:
+def flagged(
+    services: Services, labels: list[str], tickets: list[str], installation_id: int | None
+) -> bool:
     """Whether the PR or one of its tickets carries the human-review flag."""
     label = services.settings.review_label.lower()
-    pr_labels = (payload.get("pull_request") or {}).get("labels") or []
-    if any(
-        str(item.get("name", "")).lower() == label for item in pr_labels if isinstance(item, dict)
-    ):
+    if any(name.lower() == label for name in labels):
         return True
-    installation_id = (
-        payload.get("installation", {}).get("id") if payload.get("installation") else None
-    )
     for ticket in tickets:
         if "#" in ticket:
             ticket_repo, number = ticket.rsplit("#", 1)
@@ -145,15 +141,31 @@ def flagged(services: Services, payload: dict[str, Any], tickets: list[str], rep
 def pull_request_changed(event: Event, services: Services) -> None:
     """Record links, lessons and cites of a PR; when it closes, apply its outcome."""
     seen = pr_state(event.payload, event.installation_id)
-    body = (event.payload.get("pull_request") or {}).get("body")
+    pr = event.payload.get("pull_request") or {}
+    labels = [
+        str(item.get("name", "")) for item in pr.get("labels") or [] if isinstance(item, dict)
+    ]
+    apply_pull_request(services, seen, pr.get("body"), labels)
+    if event.action == "synchronize":
+        with db.transaction(services.engine) as session:
+            tickets = tracking.tickets_of(session, seen.key)
+        cite_commits(services, seen, tickets[0] if tickets else None)
+
+
+def apply_pull_request(
+    services: Services, seen: PullRequestState, body: str | None, labels: list[str]
+) -> None:
+    """What any news about a PR means: links, captured lessons, cites, and its outcome.
+
+    Shared by the webhook handler and `backfill`, which walks closed PRs through the API.
+    """
     links = pull_request_links(seen.title, seen.head_ref, body, seen.repo)
     kinds = [(key, "jira") for key in links.jira_keys] + [(key, "closes") for key in links.closes]
     with db.transaction(services.engine) as session:
         pull, news = tracking.observe(session, seen)
         tickets = tracking.link(session, seen.key, kinds)
-        primary = tickets[0] if tickets else None
-        ticket_for_lessons = next((t for t in tickets if t in links.tickets), primary) or seen.key
-        added = capture(session, body, ticket_for_lessons, seen.repo, seen.url)
+        primary = next((t for t in links.tickets if t in tickets), tickets[0] if tickets else None)
+        added = capture(session, body, primary or seen.key, seen.repo, seen.url)
         cited = cite(session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr")
         state = pull.state
     log.info(
@@ -164,12 +176,10 @@ def pull_request_changed(event: Event, services: Services) -> None:
         len(added),
         cited,
     )
-    if event.action == "synchronize":
-        cite_commits(services, seen, primary)
     if state == "open" or not news:
         return
     demote = services.settings.demote_policy == "always" or (
-        state != "merged" and flagged(services, event.payload, tickets, seen.repo)
+        state != "merged" and flagged(services, labels, tickets, seen.installation_id)
     )
     with db.transaction(services.engine) as session:
         pull = tracking.observe(session, seen)[0]

@@ -35,6 +35,8 @@ def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> 
         ).first()
         result = services.retriever.search(session, ticket, k=settings.lessons_per_ticket)
     if not result.hits and existing is None:
+        with db.transaction(services.engine) as session:
+            retrieval.record_shown(session, ref.key, [], result.query_id)
         log.info("no lessons fit %s; no comment", ref.key)
         return
     if result.hits:

@@ -140,7 +140,8 @@ class FakeGitHub(FakeServer):
 
         @app.before_request
         def _auth() -> Any:
-            if request.path.startswith("/app"):
+            # App-level endpoints take the App's JWT, everything else an installation token.
+            if request.path.startswith("/app") or request.path.endswith("/installation"):
                 return None if self._app_jwt_valid() else unauthorized
             return None if self._authorized() else unauthorized
 
@@ -153,9 +154,20 @@ class FakeGitHub(FakeServer):
             expires = datetime.now(UTC) + timedelta(hours=1)
             return {"token": token, "expires_at": _iso(expires), "permissions": {}}, 201
 
+        @app.get("/app/installations")
+        def list_installations() -> Any:
+            return _page([{"id": i, **data} for i, data in self.installations.items()])
+
         @app.get("/app")
         def get_app() -> Any:
             return {"id": self.app_id, "slug": "playbook-bot", "name": "playbook-bot"}
+
+        @app.get("/repos/<owner>/<name>/installation")
+        def repo_installation(owner: str, name: str) -> Any:
+            if f"{owner}/{name}" not in self.repos or not self.installations:
+                return not_found
+            installation_id = next(iter(self.installations))
+            return {"id": installation_id, "account": {"login": owner}, "app_id": self.app_id}
 
         @app.get("/user")
         def get_user() -> Any:

@@ -1,4 +1,4 @@
-"""pull requests links and side effects
+"""pull requests, links, comments, side effects, retrievals
 
 Revision ID: 0003
 Revises: 0002
@@ -55,6 +55,20 @@ def upgrade() -> None:
     sa.Column('updated_at', playbook.models.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('key', name=op.f('pk_pull_requests'))
     )
+    op.create_table('retrievals',
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
+    sa.Column('ticket_key', sa.String(length=200), nullable=True),
+    sa.Column('query_id', sa.String(length=64), nullable=False),
+    sa.Column('rank_by', sa.String(length=16), nullable=False),
+    sa.Column('bullet_ids', sa.JSON(), nullable=False),
+    sa.Column('at', playbook.models.UTCDateTime(timezone=True), nullable=False),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_retrievals'))
+    )
+    with op.batch_alter_table('retrievals', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_retrievals_at'), ['at'], unique=False)
+        batch_op.create_index(batch_op.f('ix_retrievals_query_id'), ['query_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_retrievals_ticket_key'), ['ticket_key'], unique=False)
+
     op.create_table('side_effects',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
     sa.Column('delivery_id', sa.String(length=200), nullable=True),
@@ -105,6 +119,12 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_side_effects_delivery_id'))
 
     op.drop_table('side_effects')
+    with op.batch_alter_table('retrievals', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_retrievals_ticket_key'))
+        batch_op.drop_index(batch_op.f('ix_retrievals_query_id'))
+        batch_op.drop_index(batch_op.f('ix_retrievals_at'))
+
+    op.drop_table('retrievals')
     op.drop_table('pull_requests')
     op.drop_table('installations')
     op.drop_table('bot_comments')

@@ -1,0 +1,55 @@
+"""Commands around the GitHub/Jira loop: doctor, backfill."""
+
+from __future__ import annotations
+
+import click
+
+from bot.cli.base import Context, UserError, pass_context
+
+
+@click.command()
+@pass_context
+def doctor(ctx: Context) -> None:
+    """Check every configured connection and say what works and what to fix."""
+    from bot.doctor import run_checks
+
+    problems = 0
+    for check in run_checks(ctx.settings):
+        mark = {"ok": "ok  ", "off": "--  ", "fail": "FAIL"}[check.status]
+        click.echo(f"[{mark}] {check.name}: {check.detail}")
+        problems += check.status == "fail"
+    if problems:
+        raise SystemExit(1)
+
+
+@click.command()
+@click.option("--repo", required=True, help="owner/name of the repository.")
+@click.option("--since", default="90d", show_default=True, help="How far back: 90d, 12h, 2w.")
+@pass_context
+def backfill(ctx: Context, repo: str, since: str) -> None:
+    """Apply closed pull requests from the API (links, lessons, cites, outcomes)."""
+    from bot.backfill import backfill as run
+    from bot.backfill import parse_since
+    from bot.github import NotConfigured
+    from bot.worker import Services
+
+    if repo.count("/") != 1 or not all(repo.split("/")):
+        raise UserError(f"--repo must look like owner/name, not {repo!r}")
+    try:
+        span = parse_since(since)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    try:
+        report = run(Services(engine=ctx.engine, settings=ctx.settings), repo, span)
+    except NotConfigured as error:
+        raise UserError(str(error)) from None
+    click.echo(
+        f"{report.seen} closed pull requests applied "
+        f"({report.merged} merged, {report.closed_unmerged} closed without merge)"
+    )
+
+
+def register(group: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+    group.add_command(doctor)
+    group.add_command(backfill)

@@ -1,0 +1,78 @@
+"""Reports: stats, and the demo that ends with them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from bot.cli.base import Context, echo_json, pass_context
+from playbook import upkeep
+
+
+def format_stats(report: dict[str, Any]) -> str:
+    """The stats as a short human report."""
+    bullets, used, coverage = report["bullets"], report["usage"], report["coverage"]
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(bullets["by_status"].items()))
+    lines = [f"bullets: {bullets['total']} ({statuses or 'none'})"]
+    for scope, counts in sorted(bullets["by_scope"].items()):
+        lines.append(f"  {scope}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    lines.append(
+        f"usage: {used['loads']} loads, {used['cites']} cites "
+        f"({used['successes']} in merged work, {used['failures']} in rejected work, "
+        f"{used['unknown_outcome']} pending)"
+    )
+    share = coverage["share"]
+    lines.append(
+        f"coverage: {coverage['with_lessons']} of {coverage['tickets']} tickets got lessons"
+        + (f" ({share:.0%})" if share is not None else "")
+    )
+    rate = report["cite_rate"]
+    lines.append(
+        f"cite rate: {rate:.0%} of loads" if rate is not None else "cite rate: no loads yet"
+    )
+    for title, key in (("most helpful", "most_helpful"), ("most harmful", "most_harmful")):
+        if report[key]:
+            lines.append(f"{title}:")
+            lines.extend(
+                f"  {b['id']} (+{b['cites_success']}/-{b['cites_failure']}, "
+                f"confidence {b['confidence']:.2f}) {b['text'][:70]}"
+                for b in report[key]
+            )
+    if report["recently_demoted"]:
+        lines.append("demoted in the last 30 days:")
+        lines.extend(
+            f"  {b['id']} {b['status']} on {b['demoted_on']:%Y-%m-%d}: {b['demoted_reason']}"
+            for b in report["recently_demoted"]
+        )
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def stats(ctx: Context, as_json: bool) -> None:
+    """How the playbook is doing: bullets, usage, coverage, best and worst lessons."""
+    with ctx.transaction() as session:
+        report = upkeep.stats(session)
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(format_stats(report))
+
+
+@click.command()
+@click.option("--quiet", is_flag=True, help="Do not print the comments the bot would post.")
+def demo(quiet: bool) -> None:
+    """Run the whole loop on a temporary playbook, with no credentials and no network."""
+    from bot.demo import run
+
+    report = run(echo=not quiet)
+    click.echo("\nFinal stats:")
+    click.echo(format_stats(report))
+
+
+def register(group: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+    group.add_command(stats)
+    group.add_command(demo)

@@ -1,0 +1,100 @@
+"""`playbook-bot doctor`: check each configured connection and name the fix for each problem."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bot.config import Settings
+from bot.github import GitHubClients
+from bot.jira import JiraClient
+from playbook import db
+from playbook.errors import PlaybookError
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: ok, off (not configured) or fail, and what it means."""
+
+    name: str
+    status: str
+    detail: str
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__
+
+
+def run_checks(settings: Settings) -> Iterator[Check]:
+    """Every check, in the order a person would fix them."""
+    try:
+        engine = db.make_engine(settings.database_url)
+        current = db.current_revision(engine)
+        if current == db.SCHEMA_HEAD:
+            yield Check("database", "ok", f"{engine.url.render_as_string()} at schema {current}")
+        else:
+            yield Check(
+                "database",
+                "fail",
+                f"schema is {current or 'empty'}, needs {db.SCHEMA_HEAD}: "
+                "run `playbook-bot db upgrade`",
+            )
+    except PlaybookError as error:
+        yield Check("database", "fail", str(error))
+
+    if settings.github_webhook_secret:
+        yield Check("GitHub webhook", "ok", "GITHUB_WEBHOOK_SECRET is set")
+    elif settings.insecure_skip_verify:
+        yield Check(
+            "GitHub webhook", "fail", "signatures are NOT checked (PLAYBOOK_INSECURE_SKIP_VERIFY)"
+        )
+    else:
+        yield Check(
+            "GitHub webhook", "off", "set GITHUB_WEBHOOK_SECRET to receive GitHub deliveries"
+        )
+
+    github = GitHubClients(settings)
+    if not github.configured:
+        yield Check("GitHub API", "off", f"comments on GitHub are skipped; set {github.missing()}")
+    else:
+        try:
+            if settings.github_app_id:
+                app = github.integration().get_app()
+                installations = github.integration().get_installations().totalCount
+                where = f"{settings.github_api_url}, {installations} installation(s)"
+                yield Check("GitHub API", "ok", f"App {app.slug or app.id} at {where}")
+            else:
+                user = github.for_installation(None).get_user().login
+                yield Check("GitHub API", "ok", f"token of {user} at {settings.github_api_url}")
+        except Exception as error:  # any failure is a finding to report, not a crash
+            yield Check(
+                "GitHub API",
+                "fail",
+                f"{_first_line(error)}; check GITHUB_API_URL and the App id/key or GITHUB_TOKEN",
+            )
+
+    jira = JiraClient(settings)
+    if not jira.configured:
+        yield Check("Jira API", "off", f"comments on Jira are skipped; set {jira.missing()}")
+    else:
+        try:
+            me = jira.client().myself()
+            who = me.get("displayName") or me.get("emailAddress") or me.get("name")
+            yield Check("Jira API", "ok", f"signed in to {settings.jira_url} as {who}")
+        except Exception as error:  # any failure is a finding to report, not a crash
+            yield Check(
+                "Jira API",
+                "fail",
+                f"{_first_line(error)}; check JIRA_URL and JIRA_EMAIL/JIRA_API_TOKEN or JIRA_PAT",
+            )
+    if settings.jira_webhook_secret:
+        yield Check("Jira webhook", "ok", "JIRA_WEBHOOK_SECRET is set")
+    else:
+        yield Check(
+            "Jira webhook", "off", "Jira deliveries are not verified; set JIRA_WEBHOOK_SECRET"
+        )
+    if settings.api_token:
+        yield Check("agent API", "ok", "PLAYBOOK_API_TOKEN is set")
+    else:
+        yield Check("agent API", "off", "/api/v1 answers 503; set PLAYBOOK_API_TOKEN to enable it")
