@@ -120,12 +120,38 @@ class Settings(BaseSettings):
         "always", validation_alias="PLAYBOOK_DEMOTE_POLICY"
     )
     review_label: str = Field("needs-human-review", validation_alias="PLAYBOOK_REVIEW_LABEL")
+    # Scheduled upkeep inside `serve` and `worker` (crontab syntax, UTC).
+    scheduler_enabled: bool = Field(True, validation_alias="PLAYBOOK_SCHEDULER")
+    prune_schedule: str = Field("0 3 * * *", validation_alias="PLAYBOOK_PRUNE_SCHEDULE")
+    prune_apply: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_PRUNE_APPLY",
+        description="Let the scheduled prune archive; by default it only reports.",
+    )
+    prune_idle_days: int = Field(30, ge=1, validation_alias="PLAYBOOK_PRUNE_IDLE_DAYS")
+    reconcile_schedule: str = Field("*/30 * * * *", validation_alias="PLAYBOOK_RECONCILE_SCHEDULE")
+    retry_schedule: str = Field(
+        "0 * * * *",
+        validation_alias="PLAYBOOK_RETRY_SCHEDULE",
+        description="Replays dead deliveries received in the last 72 hours.",
+    )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
 
     @property
     def jira_allowed(self) -> set[str]:
         """The Jira users allowed to change the playbook, lower-cased."""
         return {u.strip().lower() for u in self.jira_allowed_users.split(",") if u.strip()}
+
+    @field_validator("prune_schedule", "reconcile_schedule", "retry_schedule")
+    @classmethod
+    def _crontab(cls, value: str) -> str:
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value, timezone="UTC")
+        except ValueError as error:
+            raise ValueError(f"{value!r} is not a crontab expression ({error})") from None
+        return value
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod

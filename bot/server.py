@@ -47,8 +47,13 @@ class EmbeddedServer(BaseApplication):  # type: ignore[misc]
         return self.application
 
     def _start_worker(self, _worker: Any) -> None:
+        from bot import scheduler
+
         engine = self.application.extensions["playbook"].engine
         start_thread(Services(engine=engine, settings=self.settings), self._stop)
+        self._scheduler = scheduler.start(engine, self.settings)
 
     def _stop_worker(self, _server: Any, _worker: Any) -> None:
         self._stop.set()
+        if getattr(self, "_scheduler", None) is not None:
+            self._scheduler.shutdown(wait=False)

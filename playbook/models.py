@@ -263,3 +263,13 @@ class Retrieval(Base):
     rank_by: Mapped[str] = mapped_column(String(16))
     bullet_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class Lease(Base):
+    """A named lock with an expiry, held by one process at a time (scheduled jobs)."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(200))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from bot.cli import bullets, database, deliveries, loop, reports, service, transfer, usage
+from bot.cli import (
+    bullets,
+    database,
+    deliveries,
+    loop,
+    maintenance,
+    reports,
+    service,
+    transfer,
+    usage,
+)
 from bot.cli.base import main
 
-for module in (bullets, usage, transfer, database, deliveries, service, loop, reports):
+for module in (bullets, usage, transfer, database, deliveries, service, loop, reports, maintenance):
     module.register(main)
 
 __all__ = ["main"]

@@ -39,11 +39,18 @@ def worker(ctx: Context, once: bool) -> None:
             total += batch
         click.echo(f"processed {total} deliveries")
         return
+    from bot import scheduler
+
     stop = threading.Event()
     # Finish the delivery in hand on SIGTERM/SIGINT; the lease covers a hard kill.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    runner.run(stop)
+    schedule = scheduler.start(ctx.engine, ctx.settings)
+    try:
+        runner.run(stop)
+    finally:
+        if schedule is not None:
+            schedule.shutdown(wait=False)
 
 
 def register(group: click.Group) -> None:

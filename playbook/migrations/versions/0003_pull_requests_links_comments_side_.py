@@ -1,4 +1,4 @@
-"""pull requests, links, comments, side effects, retrievals
+"""pull requests, links, comments, side effects, retrievals, leases
 
 Revision ID: 0003
 Revises: 0002
@@ -39,6 +39,12 @@ def upgrade() -> None:
     sa.Column('created_at', playbook.models.UTCDateTime(timezone=True), nullable=False),
     sa.Column('deleted_at', playbook.models.UTCDateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_installations'))
+    )
+    op.create_table('leases',
+    sa.Column('name', sa.String(length=100), nullable=False),
+    sa.Column('holder', sa.String(length=200), nullable=True),
+    sa.Column('expires_at', playbook.models.UTCDateTime(timezone=True), nullable=False),
+    sa.PrimaryKeyConstraint('name', name=op.f('pk_leases'))
     )
     op.create_table('pull_requests',
     sa.Column('key', sa.String(length=200), nullable=False),
@@ -126,6 +132,7 @@ def downgrade() -> None:
 
     op.drop_table('retrievals')
     op.drop_table('pull_requests')
+    op.drop_table('leases')
     op.drop_table('installations')
     op.drop_table('bot_comments')
     # ### end Alembic commands ###

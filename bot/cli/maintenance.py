@@ -1,0 +1,100 @@
+"""Scheduled upkeep commands: prune unused lessons, reconcile missed GitHub deliveries."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import click
+
+from bot.cli.base import Context, UserError, echo_json, note, pass_context
+from playbook import upkeep
+
+
+@click.command()
+@click.option("--apply", "apply_", is_flag=True, help="Archive the candidates (default: dry run).")
+@click.option("--idle-days", default=30, show_default=True, type=click.IntRange(1, 3650))
+@click.option("--min-age-days", default=30, show_default=True, type=click.IntRange(0, 3650))
+@click.option("--min-observation-days", default=30, show_default=True, type=click.IntRange(0, 3650))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--markdown", is_flag=True, help="Print Markdown (for $GITHUB_STEP_SUMMARY).")
+@pass_context
+def prune(
+    ctx: Context,
+    apply_: bool,
+    idle_days: int,
+    min_age_days: int,
+    min_observation_days: int,
+    as_json: bool,
+    markdown: bool,
+) -> None:
+    """Archive active lessons nobody loaded or cited for --idle-days (dry run by default)."""
+    if as_json and markdown:
+        raise UserError("choose one of --json and --markdown")
+    with ctx.transaction() as session:
+        report = upkeep.prune(
+            session,
+            apply=apply_,
+            idle_days=idle_days,
+            min_age_days=min_age_days,
+            min_observation_days=min_observation_days,
+            actor=ctx.actor,
+        )
+    if as_json:
+        echo_json(asdict(report))
+    elif markdown:
+        click.echo(upkeep.prune_markdown(report), nl=False)
+    elif report.blocked:
+        click.echo(f"nothing pruned: {report.blocked}")
+    elif not report.candidates:
+        click.echo(f"every active lesson was loaded or cited in the last {idle_days} days")
+    else:
+        verb = "archived" if report.applied else "would archive"
+        click.echo(f"{verb} {len(report.candidates)} lesson(s):")
+        for c in report.candidates:
+            last_load = f"{c.last_loaded_at:%Y-%m-%d}" if c.last_loaded_at else "never"
+            last_cite = f"{c.last_cited_at:%Y-%m-%d}" if c.last_cited_at else "never"
+            click.echo(
+                f"  {c.bullet_id:<8} age {c.age_days}d, last loaded {last_load}, "
+                f"last cited {last_cite}, {c.loads} loads, {c.cites} cites: {c.text[:60]}"
+            )
+        if not report.applied:
+            note("dry run: add --apply to archive them (`restore ID` undoes it)")
+
+
+@click.command()
+@click.option(
+    "--since", default="72h", show_default=True, help="How far back (GitHub keeps 3 days)."
+)
+@click.option("--dry-run", is_flag=True, help="Only list what would be redelivered.")
+@pass_context
+def reconcile(ctx: Context, since: str, dry_run: bool) -> None:
+    """Ask GitHub to redeliver failed App webhook deliveries that never reached the inbox."""
+    from bot.backfill import parse_since
+    from bot.github import GitHubClients, NotConfigured
+    from bot.reconcile import reconcile as run
+
+    try:
+        span = parse_since(since)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    try:
+        report = run(ctx.engine, GitHubClients(ctx.settings), span, dry_run=dry_run)
+    except NotConfigured as error:
+        raise UserError(f"{error}; reconcile needs the GitHub App") from None
+    verb = "would redeliver" if dry_run else "redelivered"
+    click.echo(
+        f"checked {report.checked} deliveries: {report.failed} failed, "
+        f"{report.already_in_inbox} of those already in the inbox, {verb} {len(report.redelivered)}"
+    )
+    for guid in report.redelivered:
+        click.echo(f"  {guid}")
+    for problem in report.errors:
+        note(f"error: {problem}")
+    if report.errors:
+        raise SystemExit(1)
+
+
+def register(group: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+    group.add_command(prune)
+    group.add_command(reconcile)

@@ -1,0 +1,123 @@
+"""Scheduled upkeep with APScheduler 3: prune, reconcile and retry, one process at a time.
+
+APScheduler 3 keeps its schedule in each process and cannot share a job store, so every
+process schedules the jobs and a lease row decides who runs each one: a job runs only in
+the process holding the scheduler lease, and never twice at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from datetime import timedelta
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from sqlalchemy import Engine, select
+
+from bot.config import Settings
+from bot.github import GitHubClients, NotConfigured
+from playbook import clock, db, inbox, leases, upkeep
+from playbook.models import Delivery
+
+log = logging.getLogger(__name__)
+
+LEADER = "scheduler"
+LEADER_TTL = timedelta(minutes=2)
+JOB_TTL = timedelta(hours=1)
+
+
+def holder_name() -> str:
+    """This process, as lease holders are named."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_exclusively(engine: Engine, job: str, holder: str, work: Callable[[], object]) -> bool:
+    """Run ``work`` if this process leads and no one else runs ``job``; True if it ran."""
+    if not leases.acquire(engine, LEADER, holder, LEADER_TTL):
+        log.debug("%s skipped: another process leads the schedule", job)
+        return False
+    name = f"job:{job}"
+    if not leases.acquire(engine, name, holder, JOB_TTL):
+        log.info("%s skipped: still running elsewhere", job)
+        return False
+    try:
+        work()
+    finally:
+        leases.release(engine, name, holder)
+    return True
+
+
+def prune_job(engine: Engine, settings: Settings) -> None:
+    """Report (or with PLAYBOOK_PRUNE_APPLY, archive) unused lessons."""
+    with db.transaction(engine) as session:
+        report = upkeep.prune(
+            session,
+            apply=settings.prune_apply,
+            idle_days=settings.prune_idle_days,
+            actor="scheduler",
+        )
+    if report.blocked:
+        log.info("prune: %s", report.blocked)
+    else:
+        verb = "archived" if report.applied else "would archive (PLAYBOOK_PRUNE_APPLY=0)"
+        log.info("prune: %s %s", verb, [c.bullet_id for c in report.candidates])
+
+
+def reconcile_job(engine: Engine, settings: Settings) -> None:
+    """Ask GitHub to redeliver failed deliveries the inbox lacks."""
+    from bot.reconcile import reconcile
+
+    try:
+        report = reconcile(engine, GitHubClients(settings), timedelta(hours=72))
+    except NotConfigured as missing:
+        log.info("reconcile skipped: %s", missing)
+        return
+    log.info("reconcile: %d failed, redelivered %s", report.failed, report.redelivered)
+
+
+def retry_job(engine: Engine, settings: Settings) -> None:
+    """Replay dead deliveries of the last 72 hours (their cause may have been fixed)."""
+    since = clock.now() - timedelta(hours=72)
+    with db.transaction(engine) as session:
+        dead = list(
+            session.scalars(
+                select(Delivery).where(Delivery.status == "dead", Delivery.received_at >= since)
+            )
+        )
+        count = inbox.replay(session, dead)
+    if count:
+        log.info("retry: queued %d dead deliveries again", count)
+
+
+JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
+    "prune": ("prune_schedule", prune_job),
+    "reconcile": ("reconcile_schedule", reconcile_job),
+    "retry": ("retry_schedule", retry_job),
+}
+
+
+def start(
+    engine: Engine, settings: Settings, holder: str | None = None
+) -> BackgroundScheduler | None:
+    """Start the schedule in this process (a no-op when PLAYBOOK_SCHEDULER=0)."""
+    if not settings.scheduler_enabled:
+        return None
+    holder = holder or holder_name()
+    scheduler = BackgroundScheduler(timezone="UTC")
+    for job, (setting, function) in JOBS.items():
+        trigger = CronTrigger.from_crontab(getattr(settings, setting), timezone="UTC")
+        scheduler.add_job(
+            run_exclusively,
+            trigger,
+            args=(engine, job, holder, lambda f=function: f(engine, settings)),
+            id=job,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=300,
+        )
+    scheduler.start()
+    log.info("scheduler started (%s)", ", ".join(JOBS))
+    return scheduler
