@@ -1,0 +1,101 @@
+"""Leases and the schedule: one process leads, and a job never runs twice at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from bot.config import Settings
+from bot.scheduler import run_exclusively, start
+from playbook import clock, leases
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_a_lease_has_one_holder_until_it_expires(engine: Engine) -> None:
+    ttl = timedelta(minutes=2)
+    with clock.frozen(T0):
+        assert leases.acquire(engine, "scheduler", "a", ttl)
+        assert not leases.acquire(engine, "scheduler", "b", ttl)
+        assert leases.acquire(engine, "scheduler", "a", ttl)  # renewal
+    with clock.frozen(T0 + timedelta(minutes=1)):
+        assert not leases.acquire(engine, "scheduler", "b", ttl)
+    with clock.frozen(T0 + timedelta(minutes=3)):  # a died and stopped renewing
+        assert leases.acquire(engine, "scheduler", "b", ttl)
+        assert not leases.acquire(engine, "scheduler", "a", ttl)
+        leases.release(engine, "scheduler", "b")
+        assert leases.acquire(engine, "scheduler", "a", ttl)
+
+
+def test_only_the_leader_runs_jobs(engine: Engine) -> None:
+    ran: list[str] = []
+    assert run_exclusively(engine, "prune", "leader", lambda: ran.append("leader"))
+    assert not run_exclusively(engine, "prune", "follower", lambda: ran.append("follower"))
+    assert ran == ["leader"]
+
+
+def test_a_job_still_running_is_not_started_by_a_new_leader(engine: Engine) -> None:
+    nested: list[bool] = []
+
+    def long_job() -> None:
+        # The run outlives the leader lease; another process takes over the schedule...
+        with clock.frozen(T0 + timedelta(minutes=5)):
+            nested.append(run_exclusively(engine, "prune", "new-leader", lambda: None))
+
+    with clock.frozen(T0):
+        assert run_exclusively(engine, "prune", "old-leader", long_job)
+    assert nested == [False]  # ...but the job lease keeps it from starting the same job
+    with clock.frozen(T0 + timedelta(minutes=6)):
+        assert run_exclusively(engine, "prune", "new-leader", lambda: None)
+
+
+def test_two_processes_never_run_the_same_job_at_once(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    log_file = tmp_path / "runs.txt"
+    script = Path(__file__).with_name("scheduler_process.py")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    processes = [
+        subprocess.Popen([sys.executable, str(script), database_url, str(log_file), "40"], env=env)
+        for _ in range(2)
+    ]
+    for process in processes:
+        assert process.wait(timeout=120) == 0
+    runs = sorted(
+        (float(start), float(end), holder)
+        for holder, start, end in (line.split() for line in log_file.read_text().splitlines())
+    )
+    assert len(runs) >= 10
+    for (_, end, _), (next_start, _, _) in zip(runs, runs[1:], strict=False):
+        assert next_start >= end, "two runs of the job overlapped"
+
+
+def test_scheduler_registers_the_three_jobs(engine: Engine, database_url: str) -> None:
+    settings = Settings(
+        _env_file=None, PLAYBOOK_DATABASE_URL=database_url, PLAYBOOK_PRUNE_SCHEDULE="15 4 * * *"
+    )
+    scheduler = start(engine, settings, holder="test")
+    assert scheduler is not None
+    try:
+        jobs = {job.id: job for job in scheduler.get_jobs()}
+        assert set(jobs) == {"prune", "reconcile", "retry"}
+        assert (
+            str(jobs["prune"].trigger)
+            == "cron[month='*', day='*', day_of_week='*', hour='4', minute='15']"
+        )
+    finally:
+        scheduler.shutdown(wait=False)
+    assert start(engine, settings.model_copy(update={"scheduler_enabled": False})) is None
+
+
+def test_bad_crontab_setting_is_named() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="not a crontab expression"):
+        Settings(_env_file=None, PLAYBOOK_PRUNE_SCHEDULE="every day")
