@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def test_two_processes_never_run_the_same_job_at_once(
         for holder, start, end in (line.split() for line in log_file.read_text().splitlines())
     )
     assert len(runs) >= 10
-    for (_, end, _), (next_start, _, _) in zip(runs, runs[1:], strict=False):
+    for (_, end, _), (next_start, _, _) in itertools.pairwise(runs):
         assert next_start >= end, "two runs of the job overlapped"
 
 
