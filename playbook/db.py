@@ -38,7 +38,7 @@ def make_engine(url: str) -> Engine:
     except (exc.NoSuchModuleError, ModuleNotFoundError) as error:
         raise DatabaseUnavailable(
             f"no driver for {parsed.drivername!r} ({error}); for PostgreSQL install "
-            "playbook-bot[postgres] and use postgresql+psycopg://"
+            "playbook-bot[postgres] and use postgresql+psycopg:// in PLAYBOOK_DATABASE_URL"
         ) from None
 
 

@@ -230,7 +230,10 @@ def put(
     bullet_id = str(values.get("id") or "").strip()
     if not bullet_id:
         raise InvalidInput("an imported bullet needs an id")
-    fields = {key: values[key] for key in (*SNAPSHOT_FIELDS, "created_at") if key in values}
+    fields = {
+        key: values[key] for key in (*SNAPSHOT_FIELDS, "created_at", "updated_at") if key in values
+    }
+    updated_at = fields.pop("updated_at", None)
     if "text" in fields:
         fields["text"] = _require_text(fields["text"])
     if "status" in fields:
@@ -240,6 +243,8 @@ def put(
     for key in ("demoted_on", "created_at"):
         if isinstance(fields.get(key), str):
             fields[key] = clock.parse_time(fields[key])
+    if isinstance(updated_at, str):
+        updated_at = clock.parse_time(updated_at)
     bullet = session.get(Bullet, bullet_id)
     if bullet is None:
         if "text" not in fields:
@@ -263,6 +268,8 @@ def put(
         for key, value in fields.items():
             setattr(bullet, key, value)
         bullet.created_at = fields.get("created_at") or now
+        # A new bullet from an export keeps its own times, so export -> import round-trips.
+        bullet.updated_at = updated_at or fields.get("created_at") or now
         session.add(bullet)
         session.flush()
         return Change(bullet, _record(session, bullet, "import", actor, reason, None))

@@ -1,0 +1,168 @@
+"""Engineering text for retrieval: tickets as values, query synthesis, and the tokenizer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DESCRIPTION_CHARS = 500
+# How many times the summary and the labels count in a query: a summary is the
+# reporter's own digest of the problem, and labels are chosen words, while a long
+# description is mostly context. Repeating tokens is how BM25 weighs query terms.
+SUMMARY_WEIGHT = 2
+LABEL_WEIGHT = 2
+
+_STOP = """
+    a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn did didn do does doesn doing
+    don down during each else etc even ever every few for from further had hadn has hasn have
+    haven having he her here hers herself him himself his how however i if in into is isn it
+    its itself just let lets like ll may me might more most much must mustn my myself no nor
+    not now of off on once one only or other ought our ours ourselves out over own per please
+    re same seems shall shan she should shouldn since so some still such than that the their
+    theirs them themselves then there these they this those through thus to too under until up
+    upon us ve very via was wasn we were weren what when where whether which while who whom why
+    will with within without won would wouldn yet you your yours yourself yourselves
+"""
+STOP_WORDS = frozenset(_STOP.split())
+
+# Jira wiki: {code:java}, {noformat}, {quote}, {panel:title=x}, {color:red} ... and Markdown fences.
+_MACRO = re.compile(
+    r"\{(?:code|noformat|quote|panel|color|html|info|note|tip|warning)(?::[^}]*)?\}"
+)
+_FENCE = re.compile(r"^\s*(```|~~~)[\w+-]*\s*$", re.MULTILINE)
+_WIKI_HEADING = re.compile(r"^\s*h[1-6]\.\s*", re.MULTILINE)
+_WIKI_LINK = re.compile(r"\[([^\[\]|]*)\|[^\[\]]*\]")  # [text|url] keeps the text
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")  # [text](url) keeps the text
+_HTML = re.compile(r"<[^>\n]{1,200}>")
+_URL = re.compile(r"\b(?:https?|ftp|file)://\S+|\bwww\.\S+", re.IGNORECASE)
+_ACCOUNT = re.compile(r"\[~[^\]]*\]")  # Jira user mentions
+# A raw token: word characters joined by the separators of identifiers, paths and dotted names.
+_RAW = re.compile(r"[A-Za-z0-9_]+(?:[./:$#\\-][A-Za-z0-9_]+)*")
+_SEPARATORS = re.compile(r"[./:$#\\_-]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def strip_markup(text: str) -> str:
+    """Drop Jira wiki and Markdown markup, URLs and mentions, keeping the words they wrap."""
+    text = _MACRO.sub(" ", text)
+    text = _FENCE.sub(" ", text)
+    text = _WIKI_HEADING.sub("", text)
+    text = _ACCOUNT.sub(" ", text)
+    text = _WIKI_LINK.sub(r"\1 ", text)
+    text = _MD_LINK.sub(r"\1 ", text)
+    text = _HTML.sub(" ", text)
+    return _URL.sub(" ", text)
+
+
+def _keep(token: str) -> bool:
+    # Long digit runs are line numbers, ids and timestamps: noise for matching lessons.
+    return len(token) > 1 and token not in STOP_WORDS and not (token.isdigit() and len(token) > 4)
+
+
+def tokenize(text: str | None) -> list[str]:
+    """Tokens of engineering text: lower-case words, identifiers whole and split into parts.
+
+    ``getUserById`` gives getuserbyid, get, user, by, id (stop words then drop ``by``);
+    ``org.apache.zookeeper.ClientCnxn`` keeps the dotted name and its parts, and
+    ``ConnectionTimeoutException`` gives connection, timeout and exception too.
+    """
+    tokens: list[str] = []
+    for raw in _RAW.findall(strip_markup(text or "")):
+        pieces = [p for p in _SEPARATORS.split(raw) if p]
+        parts = [w for piece in pieces for w in (_CAMEL.findall(piece) or [piece])]
+        whole = raw.lower().strip("_")
+        if len(parts) > 1 and _keep(whole):
+            tokens.append(whole)
+        if len(pieces) > 1:
+            # The pieces of a path or dotted name (ClientCnxn in org.apache...ClientCnxn).
+            tokens.extend(
+                p.lower() for p in pieces if _CAMEL.findall(p) != [p] and _keep(p.lower())
+            )
+        tokens.extend(word for word in (p.lower() for p in parts) if _keep(word))
+    return tokens
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A ticket as retrieval sees it, whether from Jira, GitHub, the CLI or the API."""
+
+    key: str | None
+    summary: str
+    description: str | None = None
+    labels: tuple[str, ...] = field(default_factory=tuple)
+    scope: str | None = None
+
+    @classmethod
+    def from_jira(cls, issue: dict[str, Any]) -> Ticket:
+        """From the ``issue`` object of a Jira REST v2 response or webhook."""
+        fields = issue.get("fields") or {}
+        labels = [str(label) for label in fields.get("labels") or []]
+        components = [
+            str(c.get("name")) for c in fields.get("components") or [] if isinstance(c, dict)
+        ]
+        project = (fields.get("project") or {}).get("key")
+        key = issue.get("key")
+        if not project and isinstance(key, str) and "-" in key:
+            project = key.rsplit("-", 1)[0]
+        return cls(
+            key=key,
+            summary=str(fields.get("summary") or ""),
+            description=fields.get("description")
+            if isinstance(fields.get("description"), str)
+            else None,
+            labels=tuple(labels + components),
+            scope=project,
+        )
+
+    @classmethod
+    def from_github(cls, issue: dict[str, Any], repo: str) -> Ticket:
+        """From a GitHub issue object of a webhook or the REST API."""
+        labels = [
+            str(label.get("name")) if isinstance(label, dict) else str(label)
+            for label in issue.get("labels") or []
+        ]
+        return cls(
+            key=f"{repo}#{issue.get('number')}",
+            summary=str(issue.get("title") or ""),
+            description=issue.get("body") if isinstance(issue.get("body"), str) else None,
+            labels=tuple(labels),
+            scope=repo,
+        )
+
+    @classmethod
+    def from_text(
+        cls, text: str, labels: Sequence[str] = (), scope: str | None = None, key: str | None = None
+    ) -> Ticket:
+        """From free text (the CLI and the API): the first line is the summary."""
+        summary, _, rest = text.strip().partition("\n")
+        return cls(
+            key=key, summary=summary, description=rest or None, labels=tuple(labels), scope=scope
+        )
+
+
+def synthesize_query(ticket: Ticket) -> str:
+    """The query text: summary, the first 500 characters of the description, and labels.
+
+    Long descriptions are cut because pasted logs and templates would drown the summary
+    and labels, which say what the ticket is about.
+    """
+    description = (ticket.description or "")[:DESCRIPTION_CHARS]
+    return "\n".join(
+        part for part in (ticket.summary, description, " ".join(ticket.labels)) if part
+    )
+
+
+def query_tokens(ticket: Ticket) -> list[str]:
+    """The tokens of :func:`synthesize_query`, with summary and labels weighted up."""
+    description = (ticket.description or "")[:DESCRIPTION_CHARS]
+    summary = tokenize(ticket.summary)
+    labels = tokenize(" ".join(ticket.labels))
+    return summary * SUMMARY_WEIGHT + tokenize(description) + labels * LABEL_WEIGHT
+
+
+def bullet_tokens(text: str, tags: Iterable[str] | None = ()) -> list[str]:
+    """The tokens a bullet is indexed under: its text and its tags."""
+    return tokenize(text) + tokenize(" ".join(tags or ()))
