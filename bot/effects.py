@@ -85,7 +85,7 @@ class LiveEffects:
 
     def _issue(self, ref: TicketRef):
         client = self.github.for_installation(ref.installation_id)
-        return client.get_repo(ref.repo or "", lazy=True).get_issue(ref.number or 0)
+        return client.get_repo(ref.repo or "").get_issue(ref.number or 0)
 
     def upsert_comment(self, ref: TicketRef, body: str, existing_id: str | None) -> str | None:
         """Post or edit the bot's comment; a comment deleted by a person is posted anew."""
@@ -121,7 +121,7 @@ class LiveEffects:
             return user.lower() in self.settings.jira_allowed
         client = self.github.for_installation(ref.installation_id)
         try:
-            permission = client.get_repo(ref.repo or "", lazy=True).get_collaborator_permission(
+            permission = client.get_repo(ref.repo or "").get_collaborator_permission(
                 user
             )
         except GithubException as error:

@@ -66,6 +66,9 @@ class GitHubClients:
             "retry": None,
             "seconds_between_requests": settings.github_seconds_between_requests or None,
             "seconds_between_writes": settings.github_seconds_between_writes or None,
+            # Lazy objects make no request until a value is needed: get_repo(...).get_issue(n)
+            # then costs one call (the comment), not three.
+            "lazy": True,
         }
 
     def integration(self) -> GithubIntegration:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -16,6 +17,8 @@ from playbook.errors import DatabaseUnavailable
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+log = logging.getLogger(__name__)
 
 # The newest migration in playbook/migrations/versions (a test keeps the two equal). Knowing
 # it here lets every CLI run check the schema without importing Alembic, which is slow.
@@ -148,6 +151,11 @@ def ensure_schema(engine: Engine) -> None:
         return
     if engine.dialect.name == "sqlite":
         upgrade(engine)
+        log.info(
+            "%s the playbook schema in %s",
+            "created" if current is None else f"migrated from {current}",
+            engine.url.database,
+        )
         return
     state = "has no playbook schema" if current is None else f"is at schema {current}"
     raise DatabaseUnavailable(

@@ -286,9 +286,10 @@ def spawn_worker(database_url: str, record: Path, *args: str) -> subprocess.Pope
 def test_two_worker_processes_share_500_deliveries_without_doubles(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
-    ids = store(engine, 500)
     record = tmp_path / "handled.txt"
-    workers = [spawn_worker(database_url, record) for _ in range(2)]
+    # Both workers are up before the deliveries arrive, so neither drains them alone.
+    workers = [spawn_worker(database_url, record, "--idle", "4") for _ in range(2)]
+    ids = store(engine, 500)
     for process in workers:
         assert process.wait(timeout=120) == 0
     handled = [line.split() for line in record.read_text().splitlines()]
@@ -319,6 +320,8 @@ def test_a_worker_killed_mid_batch_leaves_nothing_lost_or_doubled(
     survivor = spawn_worker(database_url, record, "--lease", "30")
     assert survivor.wait(timeout=120) == 0
     counts = Counter(line.split()[0] for line in record.read_text().splitlines())
-    assert set(counts) == set(ids)
-    assert max(counts.values()) == 1
+    assert set(counts) == set(ids)  # none lost
     assert {status for status, _attempts in statuses(engine)} == {"done"}
+    # At-least-once: the one delivery in the victim's hands when it died may have run its
+    # handler before the kill; it runs again (handlers are idempotent), nothing else does.
+    assert sum(n - 1 for n in counts.values()) <= 1

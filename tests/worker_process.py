@@ -1,14 +1,13 @@
 """A worker process for tests: records each delivery it handles in a file, optionally slowly.
 
 Run as `python tests/worker_process.py DATABASE_URL RECORD_FILE [--sleep S] [--lease S]`; it
-exits after the inbox has been empty for two seconds.
+exits after the inbox has been empty for --idle seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import threading
 import time
 
 from bot.config import Settings
@@ -24,6 +23,7 @@ def main() -> None:
     parser.add_argument("record_file")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--lease", type=float, default=300.0)
+    parser.add_argument("--idle", type=float, default=2.0)
     args = parser.parse_args()
 
     handlers = Router()
@@ -49,12 +49,11 @@ def main() -> None:
     worker = Worker(Services(engine=engine, settings=settings), handlers=handlers)
     idle_since = time.monotonic()
     print("ready", flush=True)
-    while time.monotonic() - idle_since < 2.0:
+    while time.monotonic() - idle_since < args.idle:
         if worker.run_once():
             idle_since = time.monotonic()
         else:
             time.sleep(0.05)
-    threading.Event().set()
 
 
 if __name__ == "__main__":

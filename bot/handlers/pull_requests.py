@@ -204,7 +204,7 @@ def cite_commits(services: Services, seen: PullRequestState, ticket: str | None)
 
     def messages() -> list[str]:
         client = services.out.github.for_installation(seen.installation_id)  # type: ignore[attr-defined]
-        pull = client.get_repo(seen.repo, lazy=True).get_pull(seen.number)
+        pull = client.get_repo(seen.repo).get_pull(seen.number)
         return [commit.commit.message for commit in pull.get_commits()]
 
     if not hasattr(services.out, "github"):
