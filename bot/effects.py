@@ -121,9 +121,7 @@ class LiveEffects:
             return user.lower() in self.settings.jira_allowed
         client = self.github.for_installation(ref.installation_id)
         try:
-            permission = client.get_repo(ref.repo or "").get_collaborator_permission(
-                user
-            )
+            permission = client.get_repo(ref.repo or "").get_collaborator_permission(user)
         except GithubException as error:
             if error.status in (403, 404):
                 return False

@@ -190,4 +190,4 @@ class BM25Index:
             kth = np.partition(total[touched], len(touched) - k)[len(touched) - k]
             touched = touched[total[touched] >= kth]
         ranked = sorted(((-total[s], self._ids[s]) for s in touched), key=lambda x: (x[0], x[1]))
-        return [(doc_id, -score) for score, doc_id in ranked[:k]]  # type: ignore[misc]
+        return [(doc_id, float(-score)) for score, doc_id in ranked[:k]]  # type: ignore[misc]

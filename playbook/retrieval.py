@@ -175,7 +175,10 @@ class Retriever:
                 bullet.cites_success, bullet.cites_failure, last_used_at=last_used, now=now
             )
             if rank_by == "feedback":
-                score, order = bm25 * multiplier, (bm25 * multiplier,)
+                # BM25Okapi can score below zero in tiny playbooks; dividing keeps "helped"
+                # above "hurt" there too.
+                score = bm25 * multiplier if bm25 >= 0 else bm25 / multiplier
+                order = (score,)
             elif rank_by == "bm25":
                 score, order = bm25, (bm25,)
             elif rank_by == "reinforcements":

@@ -9,13 +9,25 @@ from bot.cli import (
     loop,
     maintenance,
     reports,
+    search,
     service,
     transfer,
     usage,
 )
 from bot.cli.base import main
 
-for module in (bullets, usage, transfer, database, deliveries, service, loop, reports, maintenance):
+for module in (
+    bullets,
+    usage,
+    transfer,
+    database,
+    deliveries,
+    service,
+    loop,
+    reports,
+    maintenance,
+    search,
+):
     module.register(main)
 
 __all__ = ["main"]

@@ -1,0 +1,101 @@
+"""`playbook-bot search`: the lessons retrieval would show for a ticket's text."""
+
+from __future__ import annotations
+
+import textwrap
+
+import click
+
+from bot.cli.base import Context, UserError, echo_json, note, pass_context
+from playbook.ranking import RANK_MODES
+from playbook.retrieval import Retriever
+from playbook.text import Ticket
+
+
+@click.command()
+@click.argument("text")
+@click.option("--labels", default="", help="Comma-separated labels or components.")
+@click.option("--scope", default=None, help="The ticket's scope (owner/repo or Jira project).")
+@click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 100))
+@click.option("--rank-by", type=click.Choice(RANK_MODES), default="feedback", show_default=True)
+@click.option("--max-chars", type=click.IntRange(1), default=None, help="Character budget.")
+@click.option("--explain", is_flag=True, help="Show the parts of each score.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--record", is_flag=True, help="Record the shown lessons as loads for --ticket.")
+@click.option("--ticket", default=None, help="The ticket key the search is for.")
+@pass_context
+def search(
+    ctx: Context,
+    text: str,
+    labels: str,
+    scope: str | None,
+    k: int,
+    rank_by: str,
+    max_chars: int | None,
+    explain: bool,
+    as_json: bool,
+    record: bool,
+    ticket: str | None,
+) -> None:
+    """Rank the active lessons for a ticket's text (first line = summary)."""
+    if record and not ticket:
+        raise UserError("--record needs --ticket KEY, the ticket the lessons are loaded for")
+    if not text.strip():
+        raise UserError("give the ticket's text to search for")
+    query = Ticket.from_text(
+        text,
+        labels=[label.strip() for label in labels.split(",") if label.strip()],
+        scope=scope,
+        key=ticket,
+    )
+    with ctx.transaction() as session:
+        result = Retriever().search(
+            session, query, k=k, rank_by=rank_by, max_chars=max_chars, record=record
+        )
+    if as_json:
+        echo_json(
+            {
+                "query_id": result.query_id,
+                "recorded": record,
+                "results": [
+                    {
+                        "rank": hit.rank,
+                        "id": hit.bullet_id,
+                        "score": round(hit.score, 6),
+                        "text": hit.text,
+                        "learned_from": hit.learned_from,
+                        "scope": hit.scope,
+                    }
+                    | (
+                        {
+                            "bm25": round(hit.bm25, 6),
+                            "multiplier": round(hit.multiplier, 6),
+                            "confidence": round(hit.confidence, 6),
+                        }
+                        if explain
+                        else {}
+                    )
+                    for hit in result.hits
+                ],
+            }
+        )
+        return
+    if not result.hits:
+        note("no active lesson in this scope matches")
+        return
+    header = f"{'#':>2} {'id':<8} {'score':>8}"
+    if explain:
+        header += f" {'bm25':>8} {'mult':>5} {'conf':>5}"
+    click.echo(header + "  lesson")
+    for hit in result.hits:
+        line = f"{hit.rank:>2} {hit.bullet_id:<8} {hit.score:>8.3f}"
+        if explain:
+            line += f" {hit.bm25:>8.3f} {hit.multiplier:>5.2f} {hit.confidence:>5.2f}"
+        click.echo(line + "  " + textwrap.shorten(hit.text, 70, placeholder="..."))
+    if record:
+        note(f"recorded {len(result.hits)} loads for {ticket} (query {result.query_id})")
+
+
+def register(group: click.Group) -> None:
+    """Attach this module's commands to the root group."""
+    group.add_command(search)

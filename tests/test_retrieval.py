@@ -1,0 +1,236 @@
+"""Retrieval: exact BM25, scope, learning ranks, loads, budgets, freshness across processes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+from rank_bm25 import BM25Okapi
+from sqlalchemy import Engine, func, select
+
+from playbook import lifecycle, usage
+from playbook.db import transaction
+from playbook.errors import InvalidInput
+from playbook.index import BM25Index
+from playbook.models import Bullet, UsageEvent
+from playbook.retrieval import Retriever
+from playbook.text import Ticket, tokenize
+
+DATASET = Path(__file__).parents[2] / "shared" / "datasets" / "apache-jira-dev.jsonl.gz"
+CORPUS = [
+    "Broker fails to restart after the journal is corrupted",
+    "Consumer hangs when the connection times out during failover",
+    "Memory leak in the session cache of the client",
+    "NullPointerException in ClientCnxn when the server closes the socket",
+    "Leader election stalls when a follower is slow to sync",
+    "Retry payment webhooks with an idempotency key",
+    "Deadlock on the orders row when the retry handler opens a second transaction",
+] * 3
+
+
+def corpus() -> list[list[str]]:
+    if DATASET.exists():
+        with gzip.open(DATASET, "rt") as lines:
+            rows = [json.loads(line) for _, line in zip(range(600), lines, strict=False)]
+        return [tokenize(r["summary"] + " " + (r["description"] or "")[:500]) for r in rows]
+    return [[*tokenize(text), f"doc{i}"] for i, text in enumerate(CORPUS)]
+
+
+def test_index_scores_equal_rank_bm25_also_after_adds_and_removes() -> None:
+    docs = corpus()
+    index = BM25Index()
+    for i, tokens in enumerate(docs):
+        index.add(f"d{i}", tokens)
+    rng = random.Random(7)
+    removed = set(rng.sample(range(len(docs)), len(docs) // 5))
+    for i in removed:
+        index.remove(f"d{i}")
+    index.replace("d1", docs[2])  # an edit
+    live = {f"d{i}": docs[i] for i in range(len(docs)) if i not in removed}
+    live["d1"] = docs[2]
+    ids = list(live)
+    reference = BM25Okapi([live[i] for i in ids])
+    for _ in range(25):
+        query = [*rng.choice(docs)[:40], "nosuchword"]
+        expected = reference.get_scores(query)
+        got = index.scores(query)
+        for position, doc_id in enumerate(ids):
+            assert got.get(doc_id, 0.0) == pytest.approx(expected[position], abs=1e-6)
+
+
+def test_index_top_k_and_scopes() -> None:
+    index = BM25Index()
+    index.add("a", tokenize("broker restart journal"), scope="AMQ")
+    index.add("b", tokenize("broker restart"), scope="global")
+    index.add("c", tokenize("broker restart journal corrupted"), scope="ZK")
+    index.add("d", tokenize("unrelated words"), scope="AMQ")
+    for n in range(10):  # in a four-document corpus every shared word has idf <= 0
+        index.add(f"filler{n}", [f"filler{n}", "padding"], scope="AMQ")
+    ranked = index.search(tokenize("broker journal"), k=5, scopes={"AMQ", "global"})
+    assert [doc for doc, _ in ranked] == ["a", "b"]
+    assert ranked[0][1] > ranked[1][1] > 0
+    assert index.search(tokenize("broker"), k=1) != []
+    assert index.search(["nothing"], k=3) == []
+
+
+FILLER = [
+    f"Unrelated lesson number {n} about {word}"
+    for n, word in enumerate(
+        ["logging", "metrics", "tracing", "docker", "helm", "terraform", "kafka", "redis"]
+    )
+]
+
+
+def seed(engine: Engine, *lessons: tuple[str, str]) -> None:
+    # A realistic playbook has many lessons; in a tiny one every shared word has idf <= 0.
+    with transaction(engine) as session:
+        if not session.scalar(select(func.count()).select_from(Bullet)):
+            for n, text in enumerate(FILLER):  # own ids and scope: they never show up
+                lifecycle.put(
+                    session, {"id": f"filler-{n}", "text": text, "scope": "FILL"}, actor="t"
+                )
+        for text, scope in lessons:
+            lifecycle.add(session, text, learned_from="T-1", actor="t", scope=scope)
+
+
+def search(engine: Engine, retriever: Retriever, text: str, scope: str = "CTMS", **kwargs):
+    with transaction(engine) as session:
+        return retriever.search(
+            session, Ticket.from_text(text, scope=scope, key="CTMS-9"), **kwargs
+        )
+
+
+LESSONS = (
+    ("Payment webhook retries must be idempotent", "CTMS"),
+    ("Webhook retries deadlock on the orders row", "CTMS"),
+    ("Payment provider webhooks arrive out of order", "global"),
+    ("Webhook retries in another project", "OPS"),
+    ("Images are purged through the CDN", "CTMS"),
+)
+
+
+def test_only_active_bullets_in_scope_or_global_are_candidates(engine: Engine) -> None:
+    seed(engine, *LESSONS)
+    with transaction(engine) as session:
+        lifecycle.deprecate(session, "pb-2", reason="wrong", actor="t")
+    result = search(engine, Retriever(), "payment webhook retries")
+    assert {hit.bullet_id for hit in result.hits} == {"pb-1", "pb-3"}
+
+
+def test_successful_cites_raise_and_failures_sink_but_loads_do_nothing(engine: Engine) -> None:
+    seed(
+        engine,
+        ("Webhook retries need an idempotency key", "CTMS"),
+        ("Webhook retries need a lock", "CTMS"),
+    )
+    retriever = Retriever()
+    before = [hit.bullet_id for hit in search(engine, retriever, "webhook retries").hits]
+    with transaction(engine) as session:
+        for _ in range(5):
+            usage.record(session, "loaded", [before[1]], ticket_key="X-1")
+    assert [h.bullet_id for h in search(engine, retriever, "webhook retries").hits] == before
+    with transaction(engine) as session:
+        usage.record(session, "cited", [before[1]], ticket_key="X-1", success=True)
+    after = search(engine, retriever, "webhook retries")
+    assert [h.bullet_id for h in after.hits] == [before[1], before[0]]
+    assert after.hits[0].multiplier == pytest.approx(2**0.52)
+    with transaction(engine) as session:
+        usage.record(session, "cited", [before[1]], ticket_key="X-2", success=False)
+        usage.record(session, "cited", [before[1]], ticket_key="X-3", success=False)
+    assert search(engine, retriever, "webhook retries").hits[0].bullet_id == before[0]
+    plain = search(engine, retriever, "webhook retries", rank_by="bm25")
+    assert [h.bullet_id for h in plain.hits] == before
+
+
+def test_other_rank_modes(engine: Engine) -> None:
+    seed(
+        engine,
+        ("Webhook retries need an idempotency key", "CTMS"),
+        ("Webhook retries need a lock too", "CTMS"),
+    )
+    with transaction(engine) as session:
+        for n in range(5):
+            usage.record(session, "cited", ["pb-2"], ticket_key=f"X-{n}", success=True)
+    retriever = Retriever()
+    assert (
+        search(engine, retriever, "webhook retries", rank_by="reinforcements").hits[0].bullet_id
+        == "pb-2"
+    )
+    confident = search(engine, retriever, "webhook retries", rank_by="confidence").hits
+    assert confident[0].bullet_id == "pb-2" and confident[0].score > 0.82
+    hybrid = search(engine, retriever, "webhook retries", rank_by="hybrid").hits
+    assert hybrid[0].score == pytest.approx(
+        0.7 * hybrid[0].bm25 / max(h.bm25 for h in hybrid) + 0.3 * hybrid[0].confidence
+    )
+    with pytest.raises(InvalidInput):
+        search(engine, retriever, "webhook", rank_by="magic")
+
+
+def test_loads_are_recorded_once_per_query(engine: Engine) -> None:
+    seed(engine, *LESSONS)
+    retriever = Retriever()
+    first = search(engine, retriever, "payment webhook retries", record=True, query_id="req-1")
+    again = search(engine, retriever, "payment webhook retries", record=True, query_id="req-1")
+    assert [h.bullet_id for h in first.hits] == [h.bullet_id for h in again.hits]
+    with transaction(engine) as session:
+        loads = session.scalars(select(UsageEvent).where(UsageEvent.kind == "loaded")).all()
+        assert sorted((e.bullet_id, e.rank, e.query_id) for e in loads) == sorted(
+            (h.bullet_id, h.rank, "req-1") for h in first.hits
+        )
+    search(engine, retriever, "payment webhook retries", record=True, query_id="req-2")
+    with transaction(engine) as session:
+        assert session.scalar(select(func.count()).select_from(UsageEvent)) == 2 * len(first.hits)
+
+
+def test_character_budget_drops_lessons_that_do_not_fit(engine: Engine) -> None:
+    seed(engine, ("Webhook retries " + "long " * 40, "CTMS"), ("Webhook retries short", "CTMS"))
+    result = search(engine, Retriever(), "webhook retries", max_chars=60)
+    assert [h.bullet_id for h in result.hits] == ["pb-2"] and result.hits[0].rank == 1
+
+
+def test_another_process_sees_changes_on_its_next_search(engine: Engine) -> None:
+    seed(engine, ("Webhook retries need an idempotency key", "CTMS"))
+    theirs = Retriever()  # a second process with its own index
+    assert [h.bullet_id for h in search(engine, theirs, "webhook retries").hits] == ["pb-1"]
+    seed(engine, ("Webhook retries deadlock the orders row", "CTMS"))
+    assert {h.bullet_id for h in search(engine, theirs, "webhook retries").hits} == {"pb-1", "pb-2"}
+    with transaction(engine) as session:
+        lifecycle.deprecate(session, "pb-1", reason="stale", actor="t")
+        lifecycle.edit(session, "pb-2", actor="t", text="Orders row deadlocks under load")
+    assert search(engine, theirs, "webhook retries").hits == []
+    assert [h.bullet_id for h in search(engine, theirs, "orders deadlocks").hits] == ["pb-2"]
+
+
+def test_cli_search(cli) -> None:
+    cli(
+        "add",
+        "Payment webhook retries must be idempotent",
+        "--learned-from",
+        "CTMS-1",
+        "--scope",
+        "CTMS",
+    )
+    cli("add", "Images are purged through the CDN", "--learned-from", "CTMS-2", "--scope", "CTMS")
+    table = cli(
+        "search", "Checkout fails when the payment webhook retries", "--scope", "CTMS", "--explain"
+    )
+    assert table.exit_code == 0
+    assert "pb-1" in table.stdout and "pb-2" not in table.stdout and "bm25" in table.stdout
+    data = json.loads(
+        cli(
+            "search",
+            "webhook retries",
+            "--scope",
+            "CTMS",
+            "--json",
+            "--record",
+            "--ticket",
+            "CTMS-9",
+        ).stdout
+    )
+    assert data["results"][0]["id"] == "pb-1" and data["recorded"]
+    assert json.loads(cli("show", "pb-1", "--json").stdout)["loads"] == 1
+    assert cli("search", "x", "--record").exit_code == 2
