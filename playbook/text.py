@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
+
+import snowballstemmer
 
 DESCRIPTION_CHARS = 500
 # How many times the summary and the labels count in a query: a summary is the
@@ -14,6 +17,8 @@ DESCRIPTION_CHARS = 500
 SUMMARY_WEIGHT = 2
 LABEL_WEIGHT = 2
 
+# English stop words, plus the boilerplate of bug-report templates ("Steps to reproduce",
+# "Expected result", "Version:"), which every report shares and so says nothing.
 _STOP = """
     a about above after again against all also am an and any are aren as at be because been
     before being below between both but by can cannot could couldn did didn do does doesn doing
@@ -26,7 +31,12 @@ _STOP = """
     upon us ve very via was wasn we were weren what when where whether which while who whom why
     will with within without won would wouldn yet you your yours yourself yourselves
 """
-STOP_WORDS = frozenset(_STOP.split())
+_TEMPLATE = "steps reproduce expected actual result version using following see attached"
+STOP_WORDS = frozenset(_STOP.split()) | frozenset(_TEMPLATE.split())
+# "fails", "failing" and "failure" are one idea; Snowball's English stemmer makes them one token.
+_STEMMER = snowballstemmer.stemmer("english")
+# A lesson's first line is its headline (a summary); it counts this many times.
+HEADLINE_WEIGHT = 3
 
 # Jira wiki: {code:java}, {noformat}, {quote}, {panel:title=x}, {color:red} ... and Markdown fences.
 _MACRO = re.compile(
@@ -73,16 +83,16 @@ def tokenize(text: str | None) -> list[str]:
     for raw in _RAW.findall(strip_markup(text or "")):
         pieces = [p for p in _SEPARATORS.split(raw) if p]
         parts = [w for piece in pieces for w in (_CAMEL.findall(piece) or [piece])]
-        whole = raw.lower().strip("_")
-        if len(parts) > 1 and _keep(whole):
-            tokens.append(whole)
-        if len(pieces) > 1:
-            # The pieces of a path or dotted name (ClientCnxn in org.apache...ClientCnxn).
-            tokens.extend(
-                p.lower() for p in pieces if _CAMEL.findall(p) != [p] and _keep(p.lower())
-            )
-        tokens.extend(word for word in (p.lower() for p in parts) if _keep(word))
+        words = [p.lower() for p in parts]
+        if len(parts) > 1:
+            words.insert(0, raw.lower().strip("_"))
+        tokens.extend(_stem(word) for word in words if _keep(word))
     return tokens
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word) if word.isalpha() else word
 
 
 @dataclass(frozen=True)
@@ -160,9 +170,20 @@ def query_tokens(ticket: Ticket) -> list[str]:
     description = (ticket.description or "")[:DESCRIPTION_CHARS]
     summary = tokenize(ticket.summary)
     labels = tokenize(" ".join(ticket.labels))
-    return summary * SUMMARY_WEIGHT + tokenize(description) + labels * LABEL_WEIGHT
+    # Each description word once: a pasted stack trace repeats the same frames, and
+    # repetition in a query would make those frames outweigh the summary.
+    once = list(dict.fromkeys(tokenize(description)))
+    return summary * SUMMARY_WEIGHT + once + labels * LABEL_WEIGHT
 
 
 def bullet_tokens(text: str, tags: Iterable[str] | None = ()) -> list[str]:
-    """The tokens a bullet is indexed under: its text and its tags."""
-    return tokenize(text) + tokenize(" ".join(tags or ()))
+    """The tokens a bullet is indexed under: its text (headline weighted up) and its tags.
+
+    When a lesson has several lines, the first is its headline, as a ticket's summary is,
+    and counts ``HEADLINE_WEIGHT`` times.
+    """
+    headline, newline, rest = text.partition("\n")
+    tags_tokens = tokenize(" ".join(tags or ()))
+    if not newline:
+        return tokenize(text) + tags_tokens
+    return tokenize(headline) * HEADLINE_WEIGHT + tokenize(rest) + tags_tokens
