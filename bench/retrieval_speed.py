@@ -95,7 +95,9 @@ def measure(size: int, rows: list[dict], queries: list[list[str]], rng: random.R
         "add_searchable_max_ms": round(max(adds), 3),
         "rank_bm25_build_s": round(reference_build, 2),
         "rank_bm25_p50_ms": round(statistics.median(reference_latencies), 1),
-        "speedup_p50": round(statistics.median(reference_latencies) / percentile(latencies, 0.5), 1),
+        "speedup_p50": round(
+            statistics.median(reference_latencies) / percentile(latencies, 0.5), 1
+        ),
     }
 
 
@@ -108,8 +110,12 @@ def main() -> None:
     rng = random.Random(42)
     rows = load(args.dataset)
     queries = [query_tokens(ticket(r)) for r in rng.sample(rows, 300)]
-    print(f"queries: 300 real tickets, {statistics.mean(len(q) for q in queries):.0f} tokens on average")
-    print(f"{'bullets':>8} {'build s':>8} {'p50 ms':>8} {'p99 ms':>8} {'add ms':>8} | {'rank_bm25 p50 ms':>16} {'speedup':>8}")
+    mean_tokens = statistics.mean(len(q) for q in queries)
+    print(f"queries: 300 real tickets, {mean_tokens:.0f} tokens on average")
+    print(
+        f"{'bullets':>8} {'build s':>8} {'p50 ms':>8} {'p99 ms':>8} {'add ms':>8} | "
+        f"{'rank_bm25 p50 ms':>16} {'speedup':>8}"
+    )
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         r = measure(size, rows, queries, rng)
