@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 # it here lets every CLI run check the schema without importing Alembic, which is slow.
 SCHEMA_HEAD = "0003"
 
+# Connections each process keeps open to a database server.
+POOL_SIZE = 16
+
 
 def make_engine(url: str) -> Engine:
     """Create an engine for ``url``, tuned for many threads and processes on one database."""
@@ -37,7 +40,10 @@ def make_engine(url: str) -> Engine:
     try:
         if parsed.get_backend_name() == "sqlite":
             return _sqlite_engine(url)
-        return create_engine(url, pool_pre_ping=True)
+        # Keep a connection for every request thread (gunicorn gthread, the worker, the
+        # scheduler): connections above pool_size are closed on return, and reopening one per
+        # request costs a PostgreSQL backend fork each time.
+        return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=10)
     except (exc.NoSuchModuleError, ModuleNotFoundError) as error:
         raise DatabaseUnavailable(
             f"no driver for {parsed.drivername!r} ({error}); for PostgreSQL install "

@@ -1,0 +1,390 @@
+"""Webhook load: signed GitHub deliveries at a steady rate against the real receiver and worker.
+
+Usage: python bench/webhooks.py [--rate 500] [--seconds 20] [--target serve|gunicorn|both]
+                                [--postgres URL]
+
+`serve` is `playbook-bot serve` on a fresh SQLite file (one process, embedded worker);
+`gunicorn` is `gunicorn -w 2 -k gthread webhooks.wsgi:app` beside one `playbook-bot worker`
+on a fresh PostgreSQL schema. Each delivery is a real `issues.opened` payload for its own issue
+number, signed with the webhook secret; one in every 20 requests re-sends an earlier delivery id
+(a redelivery). Requests leave on a fixed schedule over keep-alive connections (open loop:
+a slow answer does not slow the sender, and latency counts from the scheduled send time).
+
+Reports accepted/s, p50/p99 time to answer, p50/p99 time until the worker finished the delivery,
+duplicates (a delivery processed or commented on more than once) and lost deliveries (answered
+2xx but not done afterwards). Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parents[1]
+# This file's own folder comes first on sys.path and its name would shadow the `webhooks`
+# package; the project root takes its place.
+sys.path[0] = str(ROOT)
+
+from playbook import db, lifecycle  # noqa: E402
+from playbook.models import Delivery, SideEffect  # noqa: E402
+
+SECRET = "bench-secret"
+FIXTURE = ROOT / "tests" / "fixtures" / "github" / "issues.opened.json"
+BIN = Path(sys.executable).parent
+LESSONS = [
+    "Run the spell checker over README and docs before opening a pull request.",
+    "Typos in the README file are fixed in the same PR as the docs build change.",
+    "Check rendered Markdown of the README file on the repository page, not only locally.",
+]
+
+
+@dataclass
+class Sent:
+    """What the load generator saw for one request."""
+
+    delivery_id: str
+    scheduled: float  # wall-clock time the request was due to leave
+    status: int = 0
+    answer_ms: float = 0.0
+    body: dict = field(default_factory=dict)
+    redelivery: bool = False
+
+
+def free_port() -> int:
+    """An unused loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def sign(body: bytes) -> str:
+    """GitHub's X-Hub-Signature-256 for ``body``."""
+    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+
+
+def payloads(count: int) -> list[bytes]:
+    """``count`` issues.opened bodies, one issue number each."""
+    base = json.loads(FIXTURE.read_text())
+    base["installation"] = None
+    bodies = []
+    for n in range(count):
+        base["issue"]["number"] = 10_000 + n
+        base["issue"]["title"] = f"Spelling error in the README file, part {n}"
+        bodies.append(json.dumps(base).encode())
+    return bodies
+
+
+def request_bytes(port: int, body: bytes, delivery_id: str, keep_alive: bool) -> bytes:
+    """One HTTP/1.1 request with GitHub's headers."""
+    head = (
+        f"POST /webhooks/github HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        "User-Agent: GitHub-Hookshot/bench\r\nContent-Type: application/json\r\n"
+        f"X-GitHub-Event: issues\r\nX-GitHub-Delivery: {delivery_id}\r\n"
+        f"X-GitHub-Hook-ID: 1\r\nX-Hub-Signature-256: {sign(body)}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """Status and body of one response."""
+    status_line = await reader.readline()
+    if not status_line:
+        raise ConnectionError("connection closed")
+    status = int(status_line.split()[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    return status, await reader.readexactly(length)
+
+
+async def connection(
+    port: int, queue: asyncio.Queue, results: list[Sent], keep_alive: bool
+) -> None:
+    """One sender taking scheduled requests off the queue, on one connection or one each."""
+    reader = writer = None
+    while (item := await queue.get()) is not None:
+        sent, raw = item
+        delay = sent.scheduled - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        for _ in range(3):  # gunicorn closes idle keep-alive connections: reconnect
+            try:
+                if writer is None:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(raw)
+                await writer.drain()
+                sent.status, body = await read_response(reader)
+                sent.body = json.loads(body or b"{}")
+                if not keep_alive:
+                    writer.close()
+                    writer = None
+                break
+            except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                writer = reader = None
+        sent.answer_ms = (time.time() - sent.scheduled) * 1000
+        results.append(sent)
+    if writer is not None:
+        writer.close()
+
+
+async def generate(
+    port: int, rate: float, seconds: float, connections: int, keep_alive: bool
+) -> list[Sent]:
+    """Send ``rate`` deliveries per second for ``seconds`` from ``connections`` senders."""
+    total = int(rate * seconds)
+    bodies = payloads(total)
+    queue: asyncio.Queue = asyncio.Queue()
+    results: list[Sent] = []
+    start = time.time() + 0.5
+    ids: list[str] = []
+    for n in range(total):
+        if n % 20 == 19:  # a redelivery of an earlier delivery, body and all
+            earlier = (n * 7) % n
+            sent = Sent(ids[earlier], start + n / rate, redelivery=True)
+            body = bodies[earlier]
+        else:
+            sent = Sent(str(uuid.uuid4()), start + n / rate)
+            body = bodies[n]
+        ids.append(sent.delivery_id)
+        queue.put_nowait((sent, request_bytes(port, body, sent.delivery_id, keep_alive)))
+    for _ in range(connections):
+        queue.put_nowait(None)
+    await asyncio.gather(
+        *(connection(port, queue, results, keep_alive) for _ in range(connections))
+    )
+    return results
+
+
+def wait_ready(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
+    """Block until GET /readyz answers 200."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("server did not become ready")
+
+
+def seed(url: str) -> None:
+    """Create the schema and a few lessons the deliveries will retrieve."""
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    with db.transaction(engine) as session:
+        for lesson in LESSONS:
+            lifecycle.add(
+                session, lesson, section="best_practice", scope="global", actor="bench",
+                status="active", learned_from="BENCH-1",
+            )  # fmt: skip
+    engine.dispose()
+
+
+@contextmanager
+def postgres_schema(server_url: str) -> Iterator[str]:
+    """A fresh schema on the server, dropped afterwards."""
+    schema = f"pbbench_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(server_url)
+    with engine.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with engine.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()
+
+
+def start(commands: list[list[str]], url: str, workdir: Path) -> list[subprocess.Popen]:
+    """Start the server processes with the bench's settings."""
+    env = {
+        **os.environ,
+        "PLAYBOOK_DATABASE_URL": url,
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "PLAYBOOK_SCHEDULER": "0",
+        "LOG_LEVEL": "WARNING",
+        "PLAYBOOK_WORKER_POLL_SECONDS": "0.2",
+    }
+    return [
+        subprocess.Popen(
+            command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+            stderr=(workdir / f"process-{n}.log").open("w"),
+        )  # fmt: skip
+        for n, command in enumerate(commands)
+    ]
+
+
+def settle(url: str, expected: set[str], timeout: float) -> tuple[float, dict]:
+    """Wait until every expected delivery is done; return the wait and the inbox's state."""
+    engine = db.make_engine(url)
+    started = time.time()
+    while True:
+        with engine.connect() as connection:
+            done = connection.scalar(
+                select(func.count()).select_from(Delivery).where(Delivery.status == "done")
+            )
+        if done >= len(expected) or time.time() - started > timeout:
+            break
+        time.sleep(0.2)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            select(Delivery.delivery_id, Delivery.status, Delivery.attempts, Delivery.processed_at)
+        ).all()
+        effects = dict(
+            connection.execute(
+                select(SideEffect.delivery_id, func.count()).group_by(SideEffect.delivery_id)
+            ).all()
+        )
+    engine.dispose()
+    return time.time() - started, {"rows": rows, "effects": effects}
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The ``share`` quantile of ``values`` (0 when empty)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
+
+
+def run(name: str, commands: list[list[str]], url: str, port: int, args: argparse.Namespace) -> dict:
+    """One target: start it, load it, let it drain, stop it, and count."""
+    workdir = Path(tempfile.mkdtemp(prefix="pbbench-"))
+    seed(url)
+    processes = start(commands, url, workdir)
+    try:
+        wait_ready(port, processes[0])
+        began = time.time()
+        results = asyncio.run(
+            generate(port, args.rate, args.seconds, args.connections, args.keep_alive)
+        )
+        elapsed = max(s.scheduled for s in results) - min(s.scheduled for s in results)
+        accepted = {s.delivery_id for s in results if s.status == 202}
+        answered = {s.delivery_id for s in results if s.status in (200, 202)}
+        drain, state = settle(url, answered, timeout=0 if args.no_worker else 120)
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    by_id = {row.delivery_id: row for row in state["rows"]}
+    processed = [
+        (by_id[s.delivery_id].processed_at.timestamp() - s.scheduled) * 1000
+        for s in results
+        if not s.redelivery and s.delivery_id in by_id and by_id[s.delivery_id].processed_at
+    ]
+    duplicates = sum(1 for row in state["rows"] if row.attempts > 1) + sum(
+        1 for count in state["effects"].values() if count > 1
+    )
+    lost = sum(1 for d in answered if d not in by_id or by_id[d].status != "done")
+    # The first seconds open the servers' database connections: sent and checked, not timed.
+    measured_from = min(s.scheduled for s in results) + args.warmup
+    answers = [s.answer_ms for s in results if s.scheduled >= measured_from]
+    report = {
+        "target": name,
+        "sent": len(results),
+        "accepted_per_s": round(sum(1 for s in results if s.status in (200, 202)) / elapsed, 1),
+        "new_deliveries": len(accepted),
+        "answered_2xx": sum(1 for s in results if s.status in (200, 202)),
+        "errors": sum(1 for s in results if s.status not in (200, 202)),
+        "redeliveries_answered_duplicate": sum(
+            1 for s in results if s.redelivery and s.body.get("status") == "duplicate"
+        ),
+        "timed": len(answers),
+        "answer_p50_ms": round(percentile(answers, 0.5), 1),
+        "answer_p99_ms": round(percentile(answers, 0.99), 1),
+        "processed_p50_ms": round(percentile(processed, 0.5), 1),
+        "processed_p99_ms": round(percentile(processed, 0.99), 1),
+        "drain_after_last_send_s": round(drain, 1),
+        "duplicates": duplicates,
+        "lost": lost,
+        "load_s": round(time.time() - began, 1),
+    }
+    shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+def main() -> None:
+    """Run the chosen targets and print a table and the JSON line."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=float, default=500)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--target", choices=["serve", "gunicorn", "both"], default="both")
+    parser.add_argument(
+        "--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    )
+    parser.add_argument(
+        "--keep-alive", action="store_true", help="reuse connections (GitHub opens one each)"
+    )
+    parser.add_argument("--warmup", type=float, default=2, help="seconds sent but not timed")
+    parser.add_argument("--gunicorn", default="-w 3 -k sync", help="gunicorn's worker options")
+    parser.add_argument("--worker-nice", type=int, default=10, help="0 to run it unniced")
+    parser.add_argument("--no-worker", action="store_true", help="receiver only (diagnostic)")
+    args = parser.parse_args()
+    reports = []
+    if args.target in ("serve", "both"):
+        folder = Path(tempfile.mkdtemp(prefix="pbbench-sqlite-"))
+        url = f"sqlite:///{folder / 'playbook.db'}"
+        port = free_port()
+        serve = [str(BIN / "playbook-bot"), "serve", "--port", str(port), "--threads", "8"]
+        reports.append(run("serve+sqlite", [serve], url, port, args))
+        shutil.rmtree(folder, ignore_errors=True)
+    if args.target in ("gunicorn", "both"):
+        with postgres_schema(args.postgres) as url:
+            port = free_port()
+            web = [
+                str(BIN / "gunicorn"), *args.gunicorn.split(), "-b", f"127.0.0.1:{port}",
+                "webhooks.wsgi:app",
+            ]  # fmt: skip
+            worker = [str(BIN / "playbook-bot"), "worker"]
+            if args.worker_nice:
+                # The answer has a deadline and the processing does not: on a shared host the
+                # worker yields the CPU to the web processes (README, production layout).
+                worker = ["nice", "-n", str(args.worker_nice), *worker]
+            commands = [web] if args.no_worker else [web, worker]
+            reports.append(run("gunicorn+worker+postgres", commands, url, port, args))
+    for r in reports:
+        print(
+            f"{r['target']:>26}: {r['accepted_per_s']} accepted/s, answer p50 "
+            f"{r['answer_p50_ms']} ms p99 {r['answer_p99_ms']} ms, processed p50 "
+            f"{r['processed_p50_ms']} ms p99 {r['processed_p99_ms']} ms, "
+            f"{r['errors']} errors, {r['duplicates']} duplicates, {r['lost']} lost"
+        )
+    print(json.dumps({"rate": args.rate, "seconds": args.seconds, "results": reports}))
+
+
+if __name__ == "__main__":
+    main()
