@@ -351,7 +351,7 @@ def main() -> None:
     )
     parser.add_argument("--warmup", type=float, default=2, help="seconds sent but not timed")
     parser.add_argument("--gunicorn", default="-w 3 -k sync", help="gunicorn's worker options")
-    parser.add_argument("--worker-nice", type=int, default=10, help="0 to run it unniced")
+    parser.add_argument("--worker-nice", type=int, default=19, help="0 to run it unniced")
     parser.add_argument("--no-worker", action="store_true", help="receiver only (diagnostic)")
     args = parser.parse_args()
     reports = []
