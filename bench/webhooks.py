@@ -26,17 +26,16 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
@@ -236,9 +235,12 @@ def start(commands: list[list[str]], url: str, workdir: Path) -> list[subprocess
     }
     return [
         subprocess.Popen(
-            command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+            command,
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
             stderr=(workdir / f"process-{n}.log").open("w"),
-        )  # fmt: skip
+        )
         for n, command in enumerate(commands)
     ]
 
@@ -276,7 +278,9 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
 
 
-def run(name: str, commands: list[list[str]], url: str, port: int, args: argparse.Namespace) -> dict:
+def run(
+    name: str, commands: list[list[str]], url: str, port: int, args: argparse.Namespace
+) -> dict:
     """One target: start it, load it, let it drain, stop it, and count."""
     workdir = Path(tempfile.mkdtemp(prefix="pbbench-"))
     seed(url)
@@ -343,9 +347,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--target", choices=["serve", "gunicorn", "both"], default="both")
-    parser.add_argument(
-        "--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    )
+    parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     parser.add_argument(
         "--keep-alive", action="store_true", help="reuse connections (GitHub opens one each)"
     )

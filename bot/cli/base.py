@@ -71,6 +71,11 @@ class Context:
         db.ensure_schema(engine)
         return engine
 
+    def close(self) -> None:
+        """Return the engine's pooled connections once the command is over."""
+        if "engine" in self.__dict__:
+            self.__dict__.pop("engine").dispose()
+
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """A session committed when the command's work succeeds."""
@@ -91,6 +96,7 @@ def main(ctx: click.Context, actor: str | None) -> None:
     """Keep a self-improving playbook of lessons for AI engineering agents."""
     context = Context(actor)
     ctx.obj = context
+    ctx.call_on_close(context.close)
     try:
         configure_logging(context.settings.log_level, context.settings.log_format)
     except ValidationError as error:
