@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
@@ -63,9 +64,14 @@ def stats(ctx: Context, as_json: bool) -> None:
 
 @click.command()
 @click.option("--quiet", is_flag=True, help="Do not print the comments the bot would post.")
-def demo(quiet: bool) -> None:
+@click.option("--verbose", is_flag=True, help="Also print the bot's log lines.")
+def demo(quiet: bool, verbose: bool) -> None:
     """Run the whole loop on a temporary playbook, with no credentials and no network."""
     from bot.demo import run
+
+    if not verbose:
+        # The demo prints what the bot would do; its INFO log would bury that.
+        logging.getLogger().setLevel(logging.WARNING)
 
     report = run(echo=not quiet)
     click.echo("\nFinal stats:")
