@@ -160,6 +160,13 @@ class BM25Index:
         total, touched = self._accumulate(query)
         return {self._ids[s]: float(total[s]) for s in touched if self._ids[s] is not None}  # type: ignore[misc]
 
+    def scores_of(self, query: Iterable[str], doc_ids: Iterable[str]) -> dict[str, float]:
+        """The scores of some documents for ``query`` (documents it does not touch are left out)."""
+        total, touched = self._accumulate(query)
+        hit = set(touched.tolist())
+        slots = {doc_id: self._slot[doc_id] for doc_id in doc_ids if doc_id in self._slot}
+        return {doc_id: float(total[slot]) for doc_id, slot in slots.items() if slot in hit}
+
     def _accumulate(self, query: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         total = np.zeros(len(self._ids), dtype=np.float64)
         if not self._slot:

@@ -141,15 +141,43 @@ class Retriever:
         while True:
             with self._lock:
                 matches = self._index.search(tokens, k=wanted, scopes=scopes)
+            if rank_by == "feedback" and len(matches) == wanted:
+                matches += self._boosted_beyond(session, tokens, scopes, matches)
             hits = self._score(session, matches, rank_by)
             if rank_by != "feedback" or len(matches) < wanted:
                 break
-            # The feedback multiplier lies in [0.5, 2]: once the weakest fetched match
-            # could not reach the k-th hit even doubled, no unfetched match can either.
-            if len(hits) >= k and matches[-1][1] * 2 <= hits[k - 1].score:
+            # Every lesson a multiplier can raise (more successes than failures) is scored
+            # already; any other unfetched match scores at most its BM25, which is at most
+            # the weakest fetched match's. Only penalties can leave that above the k-th hit.
+            if len(hits) >= k and matches[wanted - 1][1] <= hits[k - 1].score:
                 break
             wanted *= 4
         return _budget(hits, k, max_chars)
+
+    def _boosted_beyond(
+        self,
+        session: Session,
+        tokens: list[str],
+        scopes: set[str],
+        matches: list[tuple[str, float]],
+    ) -> list[tuple[str, float]]:
+        """BM25 matches outside ``matches`` whose feedback multiplier is above 1."""
+        fetched = {bullet_id for bullet_id, _ in matches}
+        boosted = set(
+            session.scalars(
+                select(Bullet.id).where(
+                    Bullet.status == "active",
+                    Bullet.scope.in_(scopes),
+                    Bullet.cites_success > Bullet.cites_failure,
+                )
+            )
+        )
+        boosted -= fetched
+        if not boosted:
+            return []
+        with self._lock:
+            scores = self._index.scores_of(tokens, boosted)
+        return sorted(scores.items(), key=lambda match: (-match[1], match[0]))
 
     def _score(self, session: Session, matches: list[tuple[str, float]], rank_by: str) -> list[Hit]:
         if not matches:

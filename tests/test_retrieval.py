@@ -234,3 +234,39 @@ def test_cli_search(cli) -> None:
     assert data["results"][0]["id"] == "pb-1" and data["recorded"]
     assert json.loads(cli("show", "pb-1", "--json").stdout)["loads"] == 1
     assert cli("search", "x", "--record").exit_code == 2
+
+
+def _word(i: int, j: int) -> str:
+    """A letters-only word unique to (i, j), so no two lessons overlap beyond the shared ones."""
+    letters = ""
+    for n in (i, j, i + 7 * j):
+        letters += chr(97 + n % 26) + chr(97 + n // 26 % 26)
+    return "q" + letters
+
+
+def test_feedback_finds_a_boosted_lesson_far_down_the_bm25_list(engine: Engine) -> None:
+    # 40 lessons match the query, each longer (so lower in BM25) than the one before; 200 do not.
+    with transaction(engine) as session:
+        for i in range(40):
+            filler = " ".join(_word(i, j) for j in range(i + 1))
+            lifecycle.add(session, f"webhook retries {filler}", learned_from="T-1", actor="t")
+        for i in range(200):
+            filler = " ".join(_word(100 + i, j) for j in range(3))
+            lifecycle.add(session, f"images purged {filler}", learned_from="T-2", actor="t")
+    retriever = Retriever()
+    by_bm25 = search(engine, retriever, "webhook retries", k=100, rank_by="bm25").hits
+    assert len(by_bm25) == 40
+    penalized = [h.bullet_id for h in by_bm25[:3]]
+    # The weakest match beyond the first 20 fetched that doubling lifts into the top 5.
+    boosted = [h.bullet_id for h in by_bm25[20:] if 2 * h.bm25 > by_bm25[7].bm25][-1]
+    with transaction(engine) as session:
+        usage.record(session, "cited", [boosted] * 5, ticket_key="X-1", success=True)
+        usage.record(session, "cited", penalized * 5, ticket_key="X-2", success=False)
+    multiplier = {h.bullet_id: 1.0 for h in by_bm25}
+    multiplier[boosted] = 2.0
+    multiplier.update(dict.fromkeys(penalized, 0.5))
+    expected = sorted(by_bm25, key=lambda h: (-h.bm25 * multiplier[h.bullet_id], h.bullet_id))
+    got = search(engine, retriever, "webhook retries", k=5).hits
+    assert [h.bullet_id for h in got] == [h.bullet_id for h in expected[:5]]
+    assert boosted in {h.bullet_id for h in got}
+    assert not set(penalized) & {h.bullet_id for h in got}
