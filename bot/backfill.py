@@ -55,7 +55,7 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
             merged_at=clock.to_utc(pull.merged_at) if pull.merged_at else None,
             installation_id=installation_id,
         )
-        labels = [label.name for label in pull.labels]
+        labels = [label.name for label in pull.labels or []]
         apply_pull_request(services, seen, pull.body, labels)
         report.seen += 1
         if state == "merged":

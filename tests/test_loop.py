@@ -406,3 +406,79 @@ def test_github_outage_retries_then_succeeds(loop: Loop) -> None:
     with clock.frozen(clock.now() + timedelta(minutes=1)):
         loop.process()
     assert len(loop.github.comments_on(REPO, 1)) == 1
+
+
+# --- the whole life of a bullet ---------------------------------------------------------------
+
+
+def test_the_whole_life_of_a_bullet_is_told_by_its_revisions(loop: Loop) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from playbook import clock, upkeep
+
+    start = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+    def day(n: int):
+        return clock.frozen(start + timedelta(days=n))
+
+    lesson = "Stripe retries webhooks for days; dedupe on the event id before touching the order."
+    with day(0):  # captured from the Lessons section of the PR that fixes CTMS-4337
+        body = f"Fixes CTMS-4337.\n\n## Lessons\n- {lesson}\n"
+        opened = pr_payload("opened", body=body, updated_at="2026-11-02T09:00:00Z")
+        loop.github_event("pull_request.opened", opened)
+        loop.process()
+    assert bullet(loop.engine, "pb-1").status == "proposed"
+    with day(1):  # ... which is merged
+        merged = pr_payload("closed", body=body, merged=True, updated_at="2026-11-03T09:00:00Z")
+        loop.github_event("pull_request.closed", merged)
+        loop.process()
+    with day(2):  # shown on a new ticket about the same problem
+        issue = copy.deepcopy(fixture("jira.issue_created"))
+        issue["issue"]["key"] = "CTMS-4400"
+        issue["issue"]["fields"]["summary"] = "Stripe webhook retries charge the order twice"
+        loop.jira.add_issue("CTMS-4400", issue["issue"]["fields"]["summary"])
+        loop.jira_event(issue)
+        loop.process()
+    [post] = loop.jira.calls("POST", "/rest/api/2/issue/CTMS-4400/comment")
+    assert "\\[pb-1\\]" in post.json["body"]
+    with day(3):  # cited by the PR for that ticket, which is merged
+        cite = pr_payload(
+            "closed",
+            number=3,
+            title="CTMS-4400: dedupe retried webhooks",
+            body="Applied [pb-1].",
+            merged=True,
+            updated_at="2026-11-05T09:00:00Z",
+            branch="feature/ctms-4400",
+        )
+        loop.github_event("pull_request.closed", cite)
+        loop.process()
+    used = bullet(loop.engine, "pb-1")
+    assert (used.loads, used.cites, used.cites_success) == (1, 1, 1)
+    with day(20), transaction(loop.engine) as session:  # used 17 days ago: kept
+        assert upkeep.prune(session, apply=True, min_observation_days=0).archived == []
+    with day(64), transaction(loop.engine) as session:  # unused for 61 days: pruned
+        assert upkeep.prune(session, apply=True).archived == ["pb-1"]
+    assert bullet(loop.engine, "pb-1").demoted_reason == "unused_30d"
+    with day(65), transaction(loop.engine) as session:  # someone still needs it
+        lifecycle.restore(session, "pb-1", actor="alice", reason="still true for Stripe")
+    with transaction(loop.engine) as session:
+        story = [
+            (r.action, r.actor, r.reason, r.at.date()) for r in lifecycle.history(session, "pb-1")
+        ]
+        events = [
+            (e.kind, e.ticket_key, e.success)
+            for e in session.scalars(select(UsageEvent).order_by(UsageEvent.id))
+        ]
+    assert [(action, when) for action, _, _, when in story] == [
+        ("create", start.date()),
+        ("approve", (start + timedelta(days=1)).date()),
+        ("archive", (start + timedelta(days=64)).date()),
+        ("restore", (start + timedelta(days=65)).date()),
+    ]
+    assert PR_URL in story[0][2]
+    assert f"{REPO}#2 merged" in story[1][2]
+    assert "unused" in story[2][2] and story[2][1] == "prune"
+    assert story[3][1:3] == ("alice", "still true for Stripe")
+    assert events == [("loaded", "CTMS-4400", None), ("cited", "CTMS-4400", True)]
+    assert bullet(loop.engine, "pb-1").status == "active"

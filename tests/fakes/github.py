@@ -94,6 +94,7 @@ class FakeGitHub(FakeServer):
             "merged_at": extra.pop("merged_at", None),
             "closed_at": extra.pop("closed_at", None),
             "updated_at": extra.pop("updated_at", _iso(datetime.now(UTC))),
+            "labels": [{"name": name} for name in extra.pop("labels", [])],
             "head": {"ref": extra.pop("head_ref", f"feature-{number}"), "sha": "abc"},
             "base": {"ref": "main", "repo": self.repos[full_name]},
             "user": {"login": extra.pop("user", "agent-bot")},
