@@ -30,7 +30,10 @@ def run_checks(settings: Settings) -> Iterator[Check]:
     """Every check, in the order a person would fix them."""
     try:
         engine = db.make_engine(settings.database_url)
-        current = db.current_revision(engine)
+        try:
+            current = db.current_revision(engine)
+        finally:
+            engine.dispose()  # the check is all doctor needs the database for
         if current == db.SCHEMA_HEAD:
             yield Check("database", "ok", f"{engine.url.render_as_string()} at schema {current}")
         else:

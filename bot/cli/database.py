@@ -18,9 +18,12 @@ def db_group() -> None:
 def upgrade(ctx: Context) -> None:
     """Create or migrate the schema to the version this code needs."""
     engine = db.make_engine(ctx.settings.database_url)
-    before = db.current_revision(engine)
-    db.upgrade(engine)
-    after = db.current_revision(engine)
+    try:
+        before = db.current_revision(engine)
+        db.upgrade(engine)
+        after = db.current_revision(engine)
+    finally:
+        engine.dispose()
     if before == after:
         click.echo(f"schema already at {after}")
     else:
@@ -32,9 +35,12 @@ def upgrade(ctx: Context) -> None:
 def current(ctx: Context) -> None:
     """Print the schema version of the database and of this code."""
     engine = db.make_engine(ctx.settings.database_url)
-    click.echo(
-        f"database: {db.current_revision(engine) or 'empty'}; code: {db.head_revision(engine)}"
-    )
+    try:
+        click.echo(
+            f"database: {db.current_revision(engine) or 'empty'}; code: {db.head_revision(engine)}"
+        )
+    finally:
+        engine.dispose()
 
 
 def register(group: click.Group) -> None:
