@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from playbook import clock
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.models import STATUSES, Bullet, PlaybookMeta, Revision
+from playbook.usage import COUNTER_FIELDS
 
 # The fields a revision records; counters are derived from usage events, not revised.
 SNAPSHOT_FIELDS = (
@@ -28,6 +29,8 @@ SNAPSHOT_FIELDS = (
     "demoted_on",
     "demoted_reason",
 )
+# What a reader of a bullet sees (CLI --json, the agent API): its fields and its counters.
+PUBLIC_FIELDS = ("id", *SNAPSHOT_FIELDS, "created_at", "updated_at", *COUNTER_FIELDS)
 EDITABLE_FIELDS = ("text", "section", "tags", "scope", "learned_from", "source", "source_url")
 DUPLICATE_OVERLAP = 0.8
 _ID_NUMBER = re.compile(r"pb-(\d+)")
@@ -67,6 +70,11 @@ def snapshot(bullet: Bullet) -> dict[str, Any]:
             value = list(value or [])
         values[field] = value
     return values
+
+
+def as_dict(bullet: Bullet) -> dict[str, Any]:
+    """A bullet with its counters (datetimes stay datetimes for the caller to render)."""
+    return {field: getattr(bullet, field) for field in PUBLIC_FIELDS}
 
 
 def get(session: Session, bullet_id: str) -> Bullet:

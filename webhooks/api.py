@@ -13,28 +13,6 @@ from webhooks.app import error, runtime
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
 
-BULLET_FIELDS = (
-    "id",
-    "text",
-    "section",
-    "tags",
-    "scope",
-    "learned_from",
-    "source",
-    "source_url",
-    "status",
-    "demoted_on",
-    "demoted_reason",
-    "created_at",
-    "updated_at",
-    "loads",
-    "cites",
-    "cites_success",
-    "cites_failure",
-    "last_loaded_at",
-    "last_cited_at",
-)
-
 
 @blueprint.before_request
 def _authenticate() -> tuple[Any, int] | None:
@@ -55,7 +33,7 @@ def get_bullet(bullet_id: str) -> tuple[Any, int]:
             bullet = lifecycle.get(session, bullet_id)
     except BulletNotFound as problem:
         return error(404, str(problem))
-    data = {field: getattr(bullet, field) for field in BULLET_FIELDS}
+    data = lifecycle.as_dict(bullet)
     for key, value in data.items():
         if hasattr(value, "isoformat"):
             data[key] = value.isoformat()

@@ -14,33 +14,6 @@ from playbook import clock, lifecycle, usage
 from playbook.lifecycle import Change
 from playbook.models import STATUSES, Bullet, Revision
 
-FIELDS = (
-    "id",
-    "text",
-    "section",
-    "tags",
-    "scope",
-    "learned_from",
-    "source",
-    "source_url",
-    "status",
-    "demoted_on",
-    "demoted_reason",
-    "created_at",
-    "updated_at",
-    "loads",
-    "cites",
-    "cites_success",
-    "cites_failure",
-    "last_loaded_at",
-    "last_cited_at",
-)
-
-
-def bullet_json(bullet: Bullet) -> dict[str, Any]:
-    """A bullet with its counters as a JSON-ready dict."""
-    return {field: getattr(bullet, field) for field in FIELDS}
-
 
 def revision_json(revision: Revision) -> dict[str, Any]:
     """A revision as a JSON-ready dict."""
@@ -145,7 +118,7 @@ def list_(ctx: Context, status: str, scope: str | None, as_of: str | None, as_js
         if as_of is not None:
             rows = lifecycle.as_of(session, _parse_as_of(as_of))
         else:
-            rows = [bullet_json(b) for b in session.scalars(select(Bullet))]
+            rows = [lifecycle.as_dict(b) for b in session.scalars(select(Bullet))]
     rows = [
         row
         for row in rows
@@ -176,7 +149,7 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
         recent = usage.events_for(session, bullet_id, limit=10)
     if as_json:
         echo_json(
-            bullet_json(bullet)
+            lifecycle.as_dict(bullet)
             | {
                 "history": [revision_json(r) for r in revisions],
                 "recent_events": [
