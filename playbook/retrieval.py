@@ -141,15 +141,21 @@ class Retriever:
         while True:
             with self._lock:
                 matches = self._index.search(tokens, k=wanted, scopes=scopes)
-            if rank_by == "feedback" and len(matches) == wanted:
-                matches += self._boosted_beyond(session, tokens, scopes, matches)
             hits = self._score(session, matches, rank_by)
             if rank_by != "feedback" or len(matches) < wanted:
                 break
-            # Every lesson a multiplier can raise (more successes than failures) is scored
-            # already; any other unfetched match scores at most its BM25, which is at most
-            # the weakest fetched match's. Only penalties can leave that above the k-th hit.
-            if len(hits) >= k and matches[wanted - 1][1] <= hits[k - 1].score:
+            # The multiplier lies in [0.5, 2]: once the weakest fetched match could not reach
+            # the k-th hit at its best (doubled, or halved below zero), no unfetched one can.
+            weakest = matches[-1][1]
+            best_case = weakest * 2 if weakest >= 0 else weakest / 2
+            if len(hits) >= k and best_case <= hits[k - 1].score:
+                break
+            # Otherwise score the few unfetched lessons a multiplier can raise (more successes
+            # than failures); any other unfetched match scores at most its BM25, at most the
+            # weakest fetched one's, so only penalties can leave that above the k-th hit.
+            if boosted := self._boosted_beyond(session, tokens, scopes, matches):
+                hits = self._score(session, matches + boosted, rank_by)
+            if len(hits) >= k and weakest <= hits[k - 1].score:
                 break
             wanted *= 4
         return _budget(hits, k, max_chars)
