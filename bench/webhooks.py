@@ -200,10 +200,7 @@ def seed(url: str) -> None:
     db.upgrade(engine)
     with db.transaction(engine) as session:
         for lesson in LESSONS:
-            lifecycle.add(
-                session, lesson, section="best_practice", scope="global", actor="bench",
-                status="active", learned_from="BENCH-1",
-            )  # fmt: skip
+            lifecycle.add(session, lesson, learned_from="BENCH-1", actor="bench")
     engine.dispose()
 
 
@@ -367,10 +364,8 @@ def main() -> None:
     if args.target in ("gunicorn", "both"):
         with postgres_schema(args.postgres) as url:
             port = free_port()
-            web = [
-                str(BIN / "gunicorn"), *args.gunicorn.split(), "-b", f"127.0.0.1:{port}",
-                "webhooks.wsgi:app",
-            ]  # fmt: skip
+            bind = ["-b", f"127.0.0.1:{port}"]
+            web = [str(BIN / "gunicorn"), *args.gunicorn.split(), *bind, "webhooks.wsgi:app"]
             worker = [str(BIN / "playbook-bot"), "worker"]
             if args.worker_nice:
                 # The answer has a deadline and the processing does not: on a shared host the
