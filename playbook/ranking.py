@@ -1,4 +1,4 @@
-"""Ranking formulas: feedback multiplier, confidence with reinforcement and decay, modes."""
+"""Ranking formulas: feedback multiplier, freshness, confidence with reinforcement and decay."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ REINFORCEMENT = 0.1  # each successful cite closes 10% of the gap to 1.0
 PENALTY = 0.2  # each failed cite takes 20% of what is left
 HALF_LIFE_DAYS = 14.0  # evidence fades back toward the prior with this half-life when unused
 HYBRID_ALPHA = 0.7
+# In `feedback` ranking a lesson's text match fades while nobody cites or changes it: the part
+# above FRESHNESS_FLOOR halves every FRESHNESS_HALF_LIFE_DAYS. Months, not days, because a
+# lesson is about a kind of problem, and that kind recurs while the code around it is alive;
+# the floor keeps a strong old match above a weak new one.
+FRESHNESS_HALF_LIFE_DAYS = 180.0
+FRESHNESS_FLOOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,23 @@ def feedback_multiplier(successes: int, failures: int) -> float:
         return 1.0
     average = (successes - failures) / n
     return 2 ** (average * (0.4 + 0.6 * min(n, 5) / 5))
+
+
+def freshness(
+    last_used_at: datetime | None,
+    now: datetime,
+    half_life_days: float | None = FRESHNESS_HALF_LIFE_DAYS,
+) -> float:
+    """How much of its text match an unused lesson keeps: 1 when fresh, toward 0.5 when idle.
+
+    ``0.5 + 0.5 * 0.5 ** (idle_days / 180)``, where idle days run from the lesson's last
+    change or cite (loads do not count: being shown is not being used). Six months idle
+    gives 0.75, a year 0.625; ``half_life_days=None`` turns it off.
+    """
+    if not half_life_days or last_used_at is None:
+        return 1.0
+    idle_days = max((now - last_used_at).total_seconds() / 86400, 0.0)
+    return FRESHNESS_FLOOR + (1 - FRESHNESS_FLOOR) * 0.5 ** (idle_days / half_life_days)
 
 
 def confidence(

@@ -41,6 +41,7 @@ class Hit:
     bm25: float
     multiplier: float
     confidence: float
+    freshness: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -144,15 +145,17 @@ class Retriever:
             hits = self._score(session, matches, rank_by)
             if rank_by != "feedback" or len(matches) < wanted:
                 break
-            # The multiplier lies in [0.5, 2]: once the weakest fetched match could not reach
-            # the k-th hit at its best (doubled, or halved below zero), no unfetched one can.
+            # Multiplier times freshness lies in [0.25, 2]: once the weakest fetched match could
+            # not reach the k-th hit at its best (doubled, or halved below zero), no unfetched
+            # one can.
             weakest = matches[-1][1]
             best_case = weakest * 2 if weakest >= 0 else weakest / 2
             if len(hits) >= k and best_case <= hits[k - 1].score:
                 break
             # Otherwise score the few unfetched lessons a multiplier can raise (more successes
             # than failures); any other unfetched match scores at most its BM25, at most the
-            # weakest fetched one's, so only penalties can leave that above the k-th hit.
+            # weakest fetched one's, so only penalties and staleness can leave that above the
+            # k-th hit.
             if boosted := self._boosted_beyond(session, tokens, scopes, matches):
                 hits = self._score(session, matches + boosted, rank_by)
             if len(hits) >= k and weakest <= hits[k - 1].score:
@@ -208,10 +211,15 @@ class Retriever:
             confidence = ranking.confidence(
                 bullet.cites_success, bullet.cites_failure, last_used_at=last_used, now=now
             )
+            # Idle since its last change (learned, edited, approved, restored) or cite.
+            fresh = ranking.freshness(
+                max(t for t in (bullet.updated_at, bullet.last_cited_at) if t), now
+            )
             if rank_by == "feedback":
                 # BM25Okapi can score below zero in tiny playbooks; dividing keeps "helped"
-                # above "hurt" there too.
-                score = bm25 * multiplier if bm25 >= 0 else bm25 / multiplier
+                # above "hurt", and fresh above stale, there too.
+                weight = multiplier * fresh
+                score = bm25 * weight if bm25 >= 0 else bm25 / weight
                 order = (score,)
             elif rank_by == "bm25":
                 score, order = bm25, (bm25,)
@@ -225,7 +233,7 @@ class Retriever:
             else:  # hybrid
                 score = ranking.HYBRID_ALPHA * bm25 / best + (1 - ranking.HYBRID_ALPHA) * confidence
                 order = (score,)
-            scored.append((order, bullet, score, bm25, multiplier, confidence))
+            scored.append((order, bullet, score, bm25, multiplier, confidence, fresh))
         scored.sort(key=lambda item: (tuple(-x for x in item[0]), item[1].id))
         return [
             Hit(
@@ -242,9 +250,10 @@ class Retriever:
                 bm25=bm25,
                 multiplier=multiplier,
                 confidence=confidence,
+                freshness=fresh,
             )
-            for position, (_order, bullet, score, bm25, multiplier, confidence) in enumerate(
-                scored, start=1
+            for position, (_order, bullet, score, bm25, multiplier, confidence, fresh) in (
+                enumerate(scored, start=1)
             )
         ]
 

@@ -70,6 +70,7 @@ def search(
                         {
                             "bm25": round(hit.bm25, 6),
                             "multiplier": round(hit.multiplier, 6),
+                            "freshness": round(hit.freshness, 6),
                             "confidence": round(hit.confidence, 6),
                         }
                         if explain
@@ -85,12 +86,13 @@ def search(
         return
     header = f"{'#':>2} {'id':<8} {'score':>8}"
     if explain:
-        header += f" {'bm25':>8} {'mult':>5} {'conf':>5}"
+        header += f" {'bm25':>8} {'mult':>5} {'fresh':>5} {'conf':>5}"
     click.echo(header + "  lesson")
     for hit in result.hits:
         line = f"{hit.rank:>2} {hit.bullet_id:<8} {hit.score:>8.3f}"
         if explain:
-            line += f" {hit.bm25:>8.3f} {hit.multiplier:>5.2f} {hit.confidence:>5.2f}"
+            line += f" {hit.bm25:>8.3f} {hit.multiplier:>5.2f} {hit.freshness:>5.2f}"
+            line += f" {hit.confidence:>5.2f}"
         click.echo(line + "  " + textwrap.shorten(hit.text, 70, placeholder="..."))
     if record:
         note(f"recorded {len(result.hits)} loads for {ticket} (query {result.query_id})")
