@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from playbook.ranking import confidence, feedback_multiplier
+from playbook.ranking import confidence, feedback_multiplier, freshness
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 
@@ -59,3 +59,13 @@ def test_confidence_decays_toward_the_prior_when_unused() -> None:
     assert confidence(5, last_used_at=NOW - timedelta(days=14), now=NOW, half_life_days=None) == (
         pytest.approx(0.822853)
     )
+
+
+def test_freshness_fades_an_idle_lesson_toward_half() -> None:
+    assert freshness(NOW, NOW) == 1.0
+    assert freshness(None, NOW) == 1.0
+    assert freshness(NOW - timedelta(days=180), NOW) == pytest.approx(0.75)
+    assert freshness(NOW - timedelta(days=360), NOW) == pytest.approx(0.625)
+    assert freshness(NOW - timedelta(days=3650), NOW) == pytest.approx(0.5, abs=1e-4)
+    assert freshness(NOW - timedelta(days=3650), NOW, half_life_days=None) == 1.0
+    assert freshness(NOW + timedelta(days=1), NOW) == 1.0  # ahead of the clock: now

@@ -5,13 +5,14 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from rank_bm25 import BM25Okapi
 from sqlalchemy import Engine, func, select
 
-from playbook import lifecycle, usage
+from playbook import clock, lifecycle, usage
 from playbook.db import transaction
 from playbook.errors import InvalidInput
 from playbook.index import BM25Index
@@ -145,6 +146,35 @@ def test_successful_cites_raise_and_failures_sink_but_loads_do_nothing(engine: E
     assert [h.bullet_id for h in plain.hits] == before
 
 
+def test_an_idle_lesson_fades_until_it_is_cited_or_changed(engine: Engine) -> None:
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    with clock.frozen(now - timedelta(days=360)):
+        seed(engine, ("Webhook retries need an idempotency key", "CTMS"))
+    with clock.frozen(now):
+        seed(engine, ("Webhook retries need an idempotency key in the header", "CTMS"))
+        retriever = Retriever()
+        by_text = search(engine, retriever, "webhook retries idempotency", rank_by="bm25").hits
+        assert [h.bullet_id for h in by_text] == ["pb-1", "pb-2"]
+        ranked = search(engine, retriever, "webhook retries idempotency").hits
+        assert [h.bullet_id for h in ranked] == ["pb-2", "pb-1"]
+        assert ranked[1].freshness == pytest.approx(0.625)
+        assert ranked[1].score == pytest.approx(ranked[1].bm25 * 0.625)
+        with transaction(engine) as session:  # being shown is not being used
+            usage.record(session, "loaded", ["pb-1"] * 5, ticket_key="X-1")
+        ranked = search(engine, retriever, "webhook retries idempotency").hits
+        assert [h.bullet_id for h in ranked] == ["pb-2", "pb-1"]
+        with transaction(engine) as session:  # a cite, outcome not known yet
+            usage.record(session, "cited", ["pb-1"], ticket_key="X-2")
+        ranked = search(engine, retriever, "webhook retries idempotency").hits
+        assert [h.bullet_id for h in ranked] == ["pb-1", "pb-2"]
+        assert ranked[0].freshness == 1.0 and ranked[0].score == ranked[0].bm25
+    with clock.frozen(now + timedelta(days=360)):
+        with transaction(engine) as session:
+            lifecycle.edit(session, "pb-2", actor="t", text=by_text[1].text + " always")
+        ranked = search(engine, retriever, "webhook retries idempotency").hits
+        assert [h.bullet_id for h in ranked] == ["pb-2", "pb-1"]
+
+
 def test_other_rank_modes(engine: Engine) -> None:
     seed(
         engine,
@@ -218,7 +248,8 @@ def test_cli_search(cli) -> None:
         "search", "Checkout fails when the payment webhook retries", "--scope", "CTMS", "--explain"
     )
     assert table.exit_code == 0
-    assert "pb-1" in table.stdout and "pb-2" not in table.stdout and "bm25" in table.stdout
+    assert "pb-1" in table.stdout and "pb-2" not in table.stdout
+    assert "bm25" in table.stdout and "fresh" in table.stdout
     data = json.loads(
         cli(
             "search",
