@@ -7,7 +7,6 @@ import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -161,7 +160,7 @@ class Retriever:
             if len(hits) >= k and weakest <= hits[k - 1].score:
                 break
             wanted *= 4
-        return _budget(hits, k, max_chars)
+        return _hits(session, hits, k, max_chars)
 
     def _boosted_beyond(
         self,
@@ -188,88 +187,117 @@ class Retriever:
             scores = self._index.scores_of(tokens, boosted)
         return sorted(scores.items(), key=lambda match: (-match[1], match[0]))
 
-    def _score(self, session: Session, matches: list[tuple[str, float]], rank_by: str) -> list[Hit]:
+    def _score(
+        self, session: Session, matches: list[tuple[str, float]], rank_by: str
+    ) -> list[_Scored]:
         if not matches:
             return []
+        # Only the columns that rank: a search may weigh hundreds of candidates, and whole
+        # rows (text, tags) are loaded for the few that are shown.
         rows = {
-            bullet.id: bullet
-            for bullet in session.scalars(
-                select(Bullet).where(Bullet.id.in_([bullet_id for bullet_id, _ in matches]))
+            row.id: row
+            for row in session.execute(
+                select(
+                    Bullet.id,
+                    Bullet.status,
+                    Bullet.cites,
+                    Bullet.cites_success,
+                    Bullet.cites_failure,
+                    Bullet.updated_at,
+                    Bullet.last_cited_at,
+                    Bullet.last_loaded_at,
+                ).where(Bullet.id.in_([bullet_id for bullet_id, _ in matches]))
             )
         }
         now = clock.now()
         best = max(score for _, score in matches) or 1.0
         scored = []
         for bullet_id, bm25 in matches:
-            bullet = rows.get(bullet_id)
-            if bullet is None or bullet.status != "active":
+            row = rows.get(bullet_id)
+            if row is None or row.status != "active":
                 continue  # changed since the last sync; the next sync drops it
-            multiplier = ranking.feedback_multiplier(bullet.cites_success, bullet.cites_failure)
-            last_used = max(
-                (t for t in (bullet.last_cited_at, bullet.last_loaded_at) if t), default=None
-            )
+            multiplier = ranking.feedback_multiplier(row.cites_success, row.cites_failure)
+            last_used = max((t for t in (row.last_cited_at, row.last_loaded_at) if t), default=None)
             confidence = ranking.confidence(
-                bullet.cites_success, bullet.cites_failure, last_used_at=last_used, now=now
+                row.cites_success, row.cites_failure, last_used_at=last_used, now=now
             )
             # Idle since its last change (learned, edited, approved, restored) or cite.
-            fresh = ranking.freshness(
-                max(t for t in (bullet.updated_at, bullet.last_cited_at) if t), now
-            )
+            fresh = ranking.freshness(max(t for t in (row.updated_at, row.last_cited_at) if t), now)
             if rank_by == "feedback":
                 # BM25Okapi can score below zero in tiny playbooks; dividing keeps "helped"
                 # above "hurt", and fresh above stale, there too.
                 weight = multiplier * fresh
                 score = bm25 * weight if bm25 >= 0 else bm25 / weight
-                order = (score,)
+                order: tuple[float, ...] = (score,)
             elif rank_by == "bm25":
                 score, order = bm25, (bm25,)
             elif rank_by == "reinforcements":
-                recency = (
-                    bullet.last_cited_at or datetime.min.replace(tzinfo=now.tzinfo)
-                ).timestamp()
-                score, order = float(bullet.cites), (bullet.cites, recency, bm25)
+                recency = row.last_cited_at.timestamp() if row.last_cited_at else float("-inf")
+                score, order = float(row.cites), (row.cites, recency, bm25)
             elif rank_by == "confidence":
                 score, order = confidence, (confidence, bm25)
             else:  # hybrid
                 score = ranking.HYBRID_ALPHA * bm25 / best + (1 - ranking.HYBRID_ALPHA) * confidence
                 order = (score,)
-            scored.append((order, bullet, score, bm25, multiplier, confidence, fresh))
-        scored.sort(key=lambda item: (tuple(-x for x in item[0]), item[1].id))
-        return [
+            scored.append(_Scored(bullet_id, score, bm25, multiplier, confidence, fresh, order))
+        scored.sort(key=lambda item: (tuple(-x for x in item.order), item.bullet_id))
+        return scored
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """A candidate's score and its parts, before its row is loaded to show it."""
+
+    bullet_id: str
+    score: float
+    bm25: float
+    multiplier: float
+    confidence: float
+    freshness: float
+    order: tuple[float, ...]
+
+
+def _hits(session: Session, scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
+    """The first ``k`` candidates whose texts fit in ``max_chars`` together, as ranked hits."""
+    # Without a budget only the first k are shown; with one, a shorter lower-ranked lesson
+    # may take the place of a long one, so every candidate's text is needed.
+    shown = scored if max_chars is not None else scored[:k]
+    bullets = {
+        bullet.id: bullet
+        for bullet in session.scalars(
+            select(Bullet).where(Bullet.id.in_([item.bullet_id for item in shown]))
+        )
+    }
+    hits: list[Hit] = []
+    used = 0
+    for item in shown:
+        bullet = bullets.get(item.bullet_id)
+        if len(hits) == k:
+            break
+        if bullet is None:
+            continue
+        if max_chars is not None and used + len(bullet.text) > max_chars:
+            continue
+        used += len(bullet.text)
+        hits.append(
             Hit(
                 bullet_id=bullet.id,
                 text=bullet.text,
-                rank=position,
-                score=score,
+                rank=len(hits) + 1,
+                score=item.score,
                 learned_from=bullet.learned_from,
                 scope=bullet.scope,
                 tags=tuple(bullet.tags or ()),
                 cites=bullet.cites,
                 cites_success=bullet.cites_success,
                 cites_failure=bullet.cites_failure,
-                bm25=bm25,
-                multiplier=multiplier,
-                confidence=confidence,
-                freshness=fresh,
+                bm25=item.bm25,
+                multiplier=item.multiplier,
+                confidence=item.confidence,
+                freshness=item.freshness,
             )
-            for position, (_order, bullet, score, bm25, multiplier, confidence, fresh) in (
-                enumerate(scored, start=1)
-            )
-        ]
-
-
-def _budget(hits: list[Hit], k: int, max_chars: int | None) -> list[Hit]:
-    """The first ``k`` hits whose texts fit in ``max_chars`` together, renumbered."""
-    kept: list[Hit] = []
-    used = 0
-    for hit in hits:
-        if len(kept) == k:
-            break
-        if max_chars is not None and used + len(hit.text) > max_chars:
-            continue  # a shorter, lower-ranked lesson may still fit
-        used += len(hit.text)
-        kept.append(hit)
-    return [Hit(**{**hit.__dict__, "rank": position}) for position, hit in enumerate(kept, start=1)]
+        )
+    return hits
 
 
 def _log(
