@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -31,6 +31,7 @@ class BM25Index:
         self._length = np.zeros(_INITIAL, dtype=np.float64)
         self._scope = np.zeros(_INITIAL, dtype=np.int32)
         self._alive = np.zeros(_INITIAL, dtype=bool)
+        self._stamp = np.zeros(_INITIAL, dtype=np.float64)  # caller's number, e.g. a time
         self._scopes: dict[str, int] = {}
         self._df: dict[str, int] = {}
         # term -> (slots, tfs) arrays, and appends not yet folded into them
@@ -49,8 +50,14 @@ class BM25Index:
 
     # --- changes -------------------------------------------------------------------------
 
-    def add(self, doc_id: str, tokens: Sequence[str], scope: str = "global") -> None:
-        """Index a document (replacing any document with the same id)."""
+    def add(
+        self, doc_id: str, tokens: Sequence[str], scope: str = "global", stamp: float = 0.0
+    ) -> None:
+        """Index a document (replacing any document with the same id).
+
+        ``stamp`` is kept for ``ranked``'s ``weigh`` (the retriever stores when the
+        lesson last changed).
+        """
         if doc_id in self._slot:
             self.remove(doc_id)
         slot = len(self._ids)
@@ -63,6 +70,7 @@ class BM25Index:
         self._length[slot] = len(tokens)
         self._scope[slot] = self._scopes.setdefault(scope, len(self._scopes))
         self._alive[slot] = True
+        self._stamp[slot] = stamp
         self._total_length += len(tokens)
         for term, tf in counts.items():
             self._df[term] = self._df.get(term, 0) + 1
@@ -97,7 +105,7 @@ class BM25Index:
 
     def _grow(self) -> None:
         size = len(self._length) * 2
-        for name in ("_length", "_scope", "_alive"):
+        for name in ("_length", "_scope", "_alive", "_stamp"):
             old = getattr(self, name)
             new = np.zeros(size, dtype=old.dtype)
             new[: len(old)] = old
@@ -105,13 +113,13 @@ class BM25Index:
 
     def _compact(self) -> None:
         live = [
-            (doc_id, self._terms[slot], int(self._scope[slot]))
+            (doc_id, self._terms[slot], int(self._scope[slot]), float(self._stamp[slot]))
             for doc_id, slot in self._slot.items()
         ]
         names = {code: name for name, code in self._scopes.items()}
         self.__init__(self.k1, self.b, self.epsilon)  # type: ignore[misc]
-        for doc_id, counts, code in live:
-            self.add(doc_id, list(counts.elements()), names[code])
+        for doc_id, counts, code, stamp in live:
+            self.add(doc_id, list(counts.elements()), names[code], stamp)
 
     # --- statistics ------------------------------------------------------------------------
 
@@ -186,15 +194,38 @@ class BM25Index:
         self, query: Sequence[str], k: int = 10, scopes: Iterable[str] | None = None
     ) -> list[tuple[str, float]]:
         """The top ``k`` documents containing a query term, best first (ties by id)."""
+        return [(doc_id, score) for doc_id, score, _ in self.ranked(query, k, scopes)]
+
+    def ranked(
+        self,
+        query: Sequence[str],
+        k: int = 10,
+        scopes: Iterable[str] | None = None,
+        weigh: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> list[tuple[str, float, float]]:
+        """The top ``k`` documents as (id, score, key), by key, best first (ties by id).
+
+        Without ``weigh`` the key is the score. With it, ``weigh`` maps the documents'
+        stamps to weights in (0, 1]: a score at or above zero is multiplied by its weight
+        and one below zero divided, so a lower weight always ranks lower.
+        """
         total, touched = self._accumulate(query)
         if scopes is not None and len(touched):
             codes = [self._scopes[s] for s in scopes if s in self._scopes]
             touched = touched[np.isin(self._scope[touched], codes)]
         if not len(touched):
             return []
+        scores = total[touched]
+        keys = scores
+        if weigh is not None:
+            weights = weigh(self._stamp[touched])
+            keys = np.where(scores >= 0, scores * weights, scores / weights)
         if len(touched) > k:
             # Keep every document tied with the k-th so the id tie-break is exact.
-            kth = np.partition(total[touched], len(touched) - k)[len(touched) - k]
-            touched = touched[total[touched] >= kth]
-        ranked = sorted(((-total[s], self._ids[s]) for s in touched), key=lambda x: (x[0], x[1]))
-        return [(doc_id, float(-score)) for score, doc_id in ranked[:k]]  # type: ignore[misc]
+            kth = np.partition(keys, len(touched) - k)[len(touched) - k]
+            keep = keys >= kth
+            touched, scores, keys = touched[keep], scores[keep], keys[keep]
+        ranked = sorted(
+            zip((-keys).tolist(), [self._ids[s] for s in touched], scores.tolist(), strict=True)
+        )
+        return [(doc_id, score, -key) for key, doc_id, score in ranked[:k]]  # type: ignore[misc]

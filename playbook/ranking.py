@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 RANK_MODES = ("feedback", "bm25", "reinforcements", "confidence", "hybrid")
 
@@ -57,7 +58,11 @@ def freshness(
     """
     if not half_life_days or last_used_at is None:
         return 1.0
-    idle_days = max((now - last_used_at).total_seconds() / 86400, 0.0)
+    return faded(max((now - last_used_at).total_seconds() / 86400, 0.0), half_life_days)
+
+
+def faded(idle_days: Any, half_life_days: float = FRESHNESS_HALF_LIFE_DAYS) -> Any:
+    """`freshness` after ``idle_days`` (a number, or a numpy array of them)."""
     return FRESHNESS_FLOOR + (1 - FRESHNESS_FLOOR) * 0.5 ** (idle_days / half_life_days)
 
 

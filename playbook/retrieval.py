@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from sqlalchemy import select
+import numpy as np
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from playbook import clock, ranking, usage
@@ -70,12 +72,16 @@ class Retriever:
         with self._lock:
             if self._version == version:
                 return version
-            query = select(Bullet.id, Bullet.text, Bullet.tags, Bullet.scope, Bullet.status)
+            query = select(
+                Bullet.id, Bullet.text, Bullet.tags, Bullet.scope, Bullet.status, Bullet.updated_at
+            )
             if self._version is not None:
                 query = query.where(Bullet.version > self._version)
-            for bullet_id, text, tags, scope, status in session.execute(query):
+            for bullet_id, text, tags, scope, status, updated_at in session.execute(query):
                 if status == "active":
-                    self._index.replace(bullet_id, bullet_tokens(text, tags), scope=scope)
+                    # Stamped with its last change: feedback search orders by freshness since.
+                    stamp = updated_at.timestamp() if updated_at else 0.0
+                    self._index.replace(bullet_id, bullet_tokens(text, tags), scope, stamp)
                 else:
                     self._index.remove(bullet_id)
             self._version = version
@@ -138,57 +144,52 @@ class Retriever:
         wanted = max(k * 4, 20) if rank_by in ("feedback", "bm25") else POOL
         if max_chars is not None:
             wanted *= 2  # the budget may skip long lessons
-        while True:
+        now = clock.now()
+        if rank_by != "feedback":
             with self._lock:
                 matches = self._index.search(tokens, k=wanted, scopes=scopes)
-            hits = self._score(session, matches, rank_by)
-            if rank_by != "feedback" or len(matches) < wanted:
-                break
-            # Multiplier times freshness lies in [0.25, 2]: once the weakest fetched match could
-            # not reach the k-th hit at its best (doubled, or halved below zero), no unfetched
-            # one can.
-            weakest = matches[-1][1]
-            best_case = weakest * 2 if weakest >= 0 else weakest / 2
-            if len(hits) >= k and best_case <= hits[k - 1].score:
-                break
-            # Otherwise score the few unfetched lessons a multiplier can raise (more successes
-            # than failures); any other unfetched match scores at most its BM25, at most the
-            # weakest fetched one's, so only penalties and staleness can leave that above the
-            # k-th hit.
-            if boosted := self._boosted_beyond(session, tokens, scopes, matches):
-                hits = self._score(session, matches + boosted, rank_by)
-            if len(hits) >= k and weakest <= hits[k - 1].score:
-                break
+            return _hits(session, self._score(session, matches, rank_by, now), k, max_chars)
+        weigh = _freshness_at(now)
+        moved: set[str] | None = None
+        while True:
+            with self._lock:
+                ranked = self._index.ranked(tokens, wanted, scopes, weigh=weigh)
+            matches = [(bullet_id, bm25) for bullet_id, bm25, _ in ranked]
+            if len(ranked) < wanted:  # every match is here
+                return _hits(session, self._score(session, matches, rank_by, now), k, max_chars)
+            # The index orders by BM25 times freshness since each lesson's last change, which
+            # is a lesson's whole score unless a cite has refreshed it since or its ratings
+            # raise it. Score those lessons wherever they rank; then no unfetched lesson can
+            # beat the weakest fetched key.
+            if moved is None:
+                moved = self._moved(session, scopes)
+            fetched = {bullet_id for bullet_id, _ in matches}
+            with self._lock:
+                extra = self._index.scores_of(tokens, moved - fetched)
+            scored = self._score(session, matches + sorted(extra.items()), rank_by, now)
+            weakest = ranked[-1][2]
+            if len(scored) >= k and 0 <= weakest <= scored[k - 1].score:
+                return _hits(session, scored, k, max_chars)
             wanted *= 4
-        return _hits(session, hits, k, max_chars)
 
-    def _boosted_beyond(
-        self,
-        session: Session,
-        tokens: list[str],
-        scopes: set[str],
-        matches: list[tuple[str, float]],
-    ) -> list[tuple[str, float]]:
-        """BM25 matches outside ``matches`` whose feedback multiplier is above 1."""
-        fetched = {bullet_id for bullet_id, _ in matches}
-        boosted = set(
+    def _moved(self, session: Session, scopes: set[str]) -> set[str]:
+        """Active lessons cited since their last change, or rated up: the index underrates them."""
+        return set(
             session.scalars(
                 select(Bullet.id).where(
                     Bullet.status == "active",
                     Bullet.scope.in_(scopes),
-                    Bullet.cites_success > Bullet.cites_failure,
+                    Bullet.last_cited_at.is_not(None),
+                    or_(
+                        Bullet.cites_success > Bullet.cites_failure,
+                        Bullet.last_cited_at > Bullet.updated_at,
+                    ),
                 )
             )
         )
-        boosted -= fetched
-        if not boosted:
-            return []
-        with self._lock:
-            scores = self._index.scores_of(tokens, boosted)
-        return sorted(scores.items(), key=lambda match: (-match[1], match[0]))
 
     def _score(
-        self, session: Session, matches: list[tuple[str, float]], rank_by: str
+        self, session: Session, matches: list[tuple[str, float]], rank_by: str, now: datetime
     ) -> list[_Scored]:
         if not matches:
             return []
@@ -209,7 +210,6 @@ class Retriever:
                 ).where(Bullet.id.in_([bullet_id for bullet_id, _ in matches]))
             )
         }
-        now = clock.now()
         best = max(score for _, score in matches) or 1.0
         scored = []
         for bullet_id, bm25 in matches:
@@ -255,6 +255,12 @@ class _Scored:
     confidence: float
     freshness: float
     order: tuple[float, ...]
+
+
+def _freshness_at(now: datetime) -> Callable[[np.ndarray], np.ndarray]:
+    """Freshness at ``now`` of lessons stamped with their last change (epoch seconds)."""
+    seconds = now.timestamp()
+    return lambda stamps: ranking.faded(np.maximum(seconds - stamps, 0.0) / 86400)
 
 
 def _hits(session: Session, scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:

@@ -301,3 +301,53 @@ def test_feedback_finds_a_boosted_lesson_far_down_the_bm25_list(engine: Engine) 
     assert [h.bullet_id for h in got] == [h.bullet_id for h in expected[:5]]
     assert boosted in {h.bullet_id for h in got}
     assert not set(penalized) & {h.bullet_id for h in got}
+
+
+def test_feedback_top_k_equals_ranking_every_match(engine: Engine) -> None:
+    # Lessons of every age and length, some cited (refreshed) since, some rated up or down,
+    # some edited after their cite: the first five must be those of scoring all of them.
+    rng = random.Random(7)
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    ids = [f"pb-{i}" for i in range(1, 151)]
+    for i, bullet_id in enumerate(ids):
+        with clock.frozen(now - timedelta(days=rng.uniform(0, 1200))), transaction(engine) as s:
+            filler = " ".join(_word(i, j) for j in range(rng.randint(1, 12)))
+            lesson = {"id": bullet_id, "text": f"webhook retries {filler}", "scope": "CTMS"}
+            lifecycle.put(s, lesson, actor="t")
+    for bullet_id in rng.sample(ids, 60):
+        with clock.frozen(now - timedelta(days=rng.uniform(0, 30))), transaction(engine) as s:
+            outcome = rng.choice([True, False, None])
+            cites = [bullet_id] * rng.randint(1, 5)
+            usage.record(s, "cited", cites, ticket_key="X-1", success=outcome)
+            if rng.random() < 0.2:
+                text = lifecycle.get(s, bullet_id).text
+                lifecycle.edit(s, bullet_id, actor="t", text=text + " again")
+    with clock.frozen(now):
+        retriever = Retriever()
+        every = search(engine, retriever, "webhook retries", k=1000).hits
+        assert len(every) == 150
+        assert len({h.freshness for h in every}) > 100  # the ages really differ
+        for k in (1, 5, 10):
+            got = search(engine, retriever, "webhook retries", k=k).hits
+            assert [h.bullet_id for h in got] == [h.bullet_id for h in every[:k]]
+
+
+def test_feedback_finds_an_old_lesson_a_recent_cite_refreshed(engine: Engine) -> None:
+    # The best text match is eight years old, so it sits below 30 newer matches until an
+    # agent cites it (outcome unknown): that cite makes it fresh again, and first.
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    with clock.frozen(now - timedelta(days=3000)), transaction(engine) as session:
+        lifecycle.put(session, {"id": "old", "text": f"webhook retries {_word(0, 0)}"}, actor="t")
+    with clock.frozen(now), transaction(engine) as session:
+        for i in range(1, 41):
+            filler = " ".join(_word(i, j) for j in range(i + 1))
+            lifecycle.put(
+                session, {"id": f"new-{i}", "text": f"webhook retries {filler}"}, actor="t"
+            )
+    with clock.frozen(now):
+        retriever = Retriever()
+        assert "old" not in [h.bullet_id for h in search(engine, retriever, "webhook retries").hits]
+        with transaction(engine) as session:
+            usage.record(session, "cited", ["old"], ticket_key="X-1")
+        hits = search(engine, retriever, "webhook retries").hits
+    assert hits[0].bullet_id == "old" and hits[0].freshness == 1.0
