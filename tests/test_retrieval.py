@@ -8,6 +8,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 from sqlalchemy import Engine, func, select
@@ -75,6 +76,37 @@ def test_index_top_k_and_scopes() -> None:
     assert ranked[0][1] > ranked[1][1] > 0
     assert index.search(tokenize("broker"), k=1) != []
     assert index.search(["nothing"], k=3) == []
+
+
+def test_index_ranks_by_weighted_score_and_keeps_stamps_through_compaction() -> None:
+    index = BM25Index()
+    index.add("strong-old", tokenize("broker journal"), stamp=0.0)
+    index.add("weak-new", tokenize("broker journal corrupted on restart"), stamp=100.0)
+    for n in range(1500):  # enough removals to compact the index
+        index.add(f"filler{n}", [f"filler{n}", "padding"], stamp=50.0)
+    for n in range(1200):
+        index.remove(f"filler{n}")
+
+    def weigh(stamps):  # an old stamp keeps a third of its score
+        return np.where(stamps < 100.0, 1 / 3, 1.0)
+
+    by_score = index.ranked(tokenize("broker journal"), k=2)
+    assert [doc for doc, _, _ in by_score] == ["strong-old", "weak-new"]
+    weighted = index.ranked(tokenize("broker journal"), k=2, weigh=weigh)
+    assert [doc for doc, _, _ in weighted] == ["weak-new", "strong-old"]
+    old_score = by_score[0][1]
+    assert weighted[1][1:] == pytest.approx((old_score, old_score / 3))
+
+
+def test_index_weighs_a_score_below_zero_down_too() -> None:
+    index = BM25Index()  # two documents sharing every word: BM25Okapi scores them below zero
+    index.add("a-old", ["broker", "journal"], stamp=0.0)
+    index.add("b-new", ["broker", "journal"], stamp=1.0)
+    plain = index.ranked(["broker"], k=2)
+    assert plain[0][1] < 0 and [doc for doc, _, _ in plain] == ["a-old", "b-new"]  # tie: by id
+    weighted = index.ranked(["broker"], k=2, weigh=lambda stamps: np.where(stamps < 1, 0.5, 1.0))
+    assert [doc for doc, _, _ in weighted] == ["b-new", "a-old"]
+    assert weighted[1][2] == pytest.approx(plain[0][1] * 2)
 
 
 FILLER = [
