@@ -19,10 +19,13 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rank_bm25 import BM25Okapi
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +63,34 @@ def lesson_text(row: dict[str, Any]) -> str:
     return f"{row['summary']}\n{(row.get('description') or '')[:DESCRIPTION_CHARS]}"
 
 
+def lesson(row: dict[str, Any], source: str) -> dict[str, Any]:
+    """The issue as the lesson learned from it, in the shape ``lifecycle.put`` takes."""
+    return {
+        "id": row["key"],
+        "text": lesson_text(row),
+        "tags": (row.get("labels") or []) + (row.get("components") or []),
+        "scope": row["project"],
+        "learned_from": row["key"],
+        "section": "error_resolution",
+        "source": source,
+        "status": "active",
+    }
+
+
+@contextmanager
+def scratch_playbook(name: str) -> Iterator[Engine]:
+    """A fresh SQLite playbook in a temporary folder; the real clock is back afterwards."""
+    folder = tempfile.TemporaryDirectory(prefix=f"pb{name}-")
+    engine = db.make_engine(f"sqlite:///{folder.name}/{name}.db")
+    db.ensure_schema(engine)
+    try:
+        yield engine
+    finally:
+        clock.reset()
+        engine.dispose()
+        folder.cleanup()
+
+
 def ticket(row: dict[str, Any]) -> Ticket:
     """The issue as a ticket (labels and components together)."""
     return Ticket(
@@ -89,11 +120,8 @@ def ours(rows: list[dict[str, Any]], pairs: list[tuple[int, int]]) -> dict[str, 
         wanted.setdefault(newer, []).append(older)
     every_project = {row["project"] for row in rows} | {"global"}
     runs: dict[str, list[int | None]] = {"feedback": [], "bm25": [], "bm25, all projects": []}
-    folder = tempfile.TemporaryDirectory(prefix="pbdup-")
-    engine = db.make_engine(f"sqlite:///{folder.name}/dup.db")
-    db.ensure_schema(engine)
     retriever = Retriever()
-    try:
+    with scratch_playbook("dup") as engine:
         session = Session(engine)
         for i, row in enumerate(rows):
             created = clock.parse_time(row["created"])
@@ -111,23 +139,8 @@ def ours(rows: list[dict[str, Any]], pairs: list[tuple[int, int]]) -> dict[str, 
                     )
                     found = [hit.bullet_id for hit in result.hits]
                     runs[name].append(found.index(target) + 1 if target in found else None)
-            lifecycle.put(
-                session,
-                {
-                    "id": row["key"],
-                    "text": lesson_text(row),
-                    "tags": (row.get("labels") or []) + (row.get("components") or []),
-                    "scope": row["project"],
-                    "learned_from": row["key"],
-                    "status": "active",
-                },
-                actor="dup_recall",
-            )
+            lifecycle.put(session, lesson(row, "dup_recall"), actor="dup_recall")
         session.close()
-    finally:
-        clock.reset()
-        engine.dispose()
-        folder.cleanup()
     return runs
 
 

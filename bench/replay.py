@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from dup_recall import DEFAULT, duplicate_pairs, lesson_text, load, score, ticket  # noqa: E402
+from dup_recall import DEFAULT, duplicate_pairs, lesson, load, score, scratch_playbook, ticket  # noqa: E402
 
 from playbook import clock, db, lifecycle, tracking, usage  # noqa: E402
 from playbook.retrieval import Retriever  # noqa: E402
@@ -80,16 +79,13 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
     for older, newer in pairs:
         wanted.setdefault(newer, []).append(older)
     rank_by = "feedback" if loop else "bm25"
-    folder = tempfile.TemporaryDirectory(prefix="pbreplay-")
-    engine = db.make_engine(f"sqlite:///{folder.name}/replay.db")
-    db.ensure_schema(engine)
     retriever = Retriever()
     rejected_known: set[str] = set()  # lessons whose ticket was closed unmerged, as of now
     ranks: list[int | None] = []
     shown = shown_rejected = cites = demoted = 0
     events = timeline(rows)
     started = time.perf_counter()
-    try:
+    with scratch_playbook("replay") as engine:
         for when, _, kind, i in events:
             row = rows[i]
             clock.set_clock(lambda when=when: when)
@@ -131,26 +127,8 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
                             pr_key=pr_key(row),
                         )
                         cites += 1
-                tags = (row.get("labels") or []) + (row.get("components") or [])
-                lifecycle.put(
-                    session,
-                    {
-                        "id": row["key"],
-                        "text": lesson_text(row),
-                        "tags": tags,
-                        "scope": row["project"],
-                        "learned_from": row["key"],
-                        "section": "error_resolution",
-                        "source": "replay",
-                        "status": "active",
-                    },
-                    actor=ACTOR,
-                )
+                lifecycle.put(session, lesson(row, "replay"), actor=ACTOR)
         took = time.perf_counter() - started
-    finally:
-        clock.reset()
-        engine.dispose()
-        folder.cleanup()
     recall, mrr = score(ranks)
     return {
         "recall@5": round(recall, 3),
