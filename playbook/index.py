@@ -201,13 +201,12 @@ class BM25Index:
         query: Sequence[str],
         k: int = 10,
         scopes: Iterable[str] | None = None,
-        weigh: Callable[[np.ndarray], np.ndarray] | None = None,
+        weigh: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ) -> list[tuple[str, float, float]]:
         """The top ``k`` documents as (id, score, key), by key, best first (ties by id).
 
-        Without ``weigh`` the key is the score. With it, ``weigh`` maps the documents'
-        stamps to weights in (0, 1]: a score at or above zero is multiplied by its weight
-        and one below zero divided, so a lower weight always ranks lower.
+        Without ``weigh`` the key is the score; with it, ``weigh(scores, stamps)`` gives the
+        keys of the matching documents.
         """
         total, touched = self._accumulate(query)
         if scopes is not None and len(touched):
@@ -216,10 +215,7 @@ class BM25Index:
         if not len(touched):
             return []
         scores = total[touched]
-        keys = scores
-        if weigh is not None:
-            weights = weigh(self._stamp[touched])
-            keys = np.where(scores >= 0, scores * weights, scores / weights)
+        keys = scores if weigh is None else weigh(scores, self._stamp[touched])
         if len(touched) > k:
             # Keep every document tied with the k-th so the id tie-break is exact.
             kth = np.partition(keys, len(touched) - k)[len(touched) - k]

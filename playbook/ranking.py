@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 RANK_MODES = ("feedback", "bm25", "reinforcements", "confidence", "hybrid")
 
 START_CONFIDENCE = 0.7
@@ -64,6 +66,15 @@ def freshness(
 def faded(idle_days: Any, half_life_days: float = FRESHNESS_HALF_LIFE_DAYS) -> Any:
     """`freshness` after ``idle_days`` (a number, or a numpy array of them)."""
     return FRESHNESS_FLOOR + (1 - FRESHNESS_FLOOR) * 0.5 ** (idle_days / half_life_days)
+
+
+def weighted(score: Any, weight: Any) -> Any:
+    """A text match scaled by a usage weight (numbers or numpy arrays of them).
+
+    Multiplied at or above zero and divided below it (BM25Okapi scores below zero in tiny
+    playbooks), so a lower weight always ranks lower.
+    """
+    return np.where(score >= 0, score * weight, score / weight)
 
 
 def confidence(

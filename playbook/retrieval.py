@@ -224,10 +224,7 @@ class Retriever:
             # Idle since its last change (learned, edited, approved, restored) or cite.
             fresh = ranking.freshness(max(t for t in (row.updated_at, row.last_cited_at) if t), now)
             if rank_by == "feedback":
-                # BM25Okapi can score below zero in tiny playbooks; dividing keeps "helped"
-                # above "hurt", and fresh above stale, there too.
-                weight = multiplier * fresh
-                score = bm25 * weight if bm25 >= 0 else bm25 / weight
+                score = float(ranking.weighted(bm25, multiplier * fresh))
                 order: tuple[float, ...] = (score,)
             elif rank_by == "bm25":
                 score, order = bm25, (bm25,)
@@ -257,10 +254,12 @@ class _Scored:
     order: tuple[float, ...]
 
 
-def _freshness_at(now: datetime) -> Callable[[np.ndarray], np.ndarray]:
-    """Freshness at ``now`` of lessons stamped with their last change (epoch seconds)."""
+def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """BM25 scores weighed by freshness at ``now`` since the stamped last change (epoch s)."""
     seconds = now.timestamp()
-    return lambda stamps: ranking.faded(np.maximum(seconds - stamps, 0.0) / 86400)
+    return lambda scores, stamps: ranking.weighted(
+        scores, ranking.faded(np.maximum(seconds - stamps, 0.0) / 86400)
+    )
 
 
 def _hits(session: Session, scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:

@@ -13,7 +13,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 from sqlalchemy import Engine, func, select
 
-from playbook import clock, lifecycle, usage
+from playbook import clock, lifecycle, ranking, usage
 from playbook.db import transaction
 from playbook.errors import InvalidInput
 from playbook.index import BM25Index
@@ -87,8 +87,8 @@ def test_index_ranks_by_weighted_score_and_keeps_stamps_through_compaction() -> 
     for n in range(1200):
         index.remove(f"filler{n}")
 
-    def weigh(stamps):  # an old stamp keeps a third of its score
-        return np.where(stamps < 100.0, 1 / 3, 1.0)
+    def weigh(scores, stamps):  # an old stamp keeps a third of its score
+        return ranking.weighted(scores, np.where(stamps < 100.0, 1 / 3, 1.0))
 
     by_score = index.ranked(tokenize("broker journal"), k=2)
     assert [doc for doc, _, _ in by_score] == ["strong-old", "weak-new"]
@@ -104,7 +104,11 @@ def test_index_weighs_a_score_below_zero_down_too() -> None:
     index.add("b-new", ["broker", "journal"], stamp=1.0)
     plain = index.ranked(["broker"], k=2)
     assert plain[0][1] < 0 and [doc for doc, _, _ in plain] == ["a-old", "b-new"]  # tie: by id
-    weighted = index.ranked(["broker"], k=2, weigh=lambda stamps: np.where(stamps < 1, 0.5, 1.0))
+
+    def weigh(scores, stamps):  # the old one keeps half
+        return ranking.weighted(scores, np.where(stamps < 1, 0.5, 1.0))
+
+    weighted = index.ranked(["broker"], k=2, weigh=weigh)
     assert [doc for doc, _, _ in weighted] == ["b-new", "a-old"]
     assert weighted[1][2] == pytest.approx(plain[0][1] * 2)
 
