@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -39,6 +40,11 @@ class Settings(BaseSettings):
         validation_alias="JIRA_WEBHOOK_SECRET",
         description="Secret of the Jira webhook (HMAC) or bearer token of an Automation rule.",
     )
+    jira_allow_unsigned: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_JIRA_ALLOW_UNSIGNED",
+        description="Accept Jira deliveries without JIRA_WEBHOOK_SECRET. Local testing only.",
+    )
     insecure_skip_verify: bool = Field(
         False,
         validation_alias="PLAYBOOK_INSECURE_SKIP_VERIFY",
@@ -72,6 +78,12 @@ class Settings(BaseSettings):
         description="Attempts before a failing delivery is dead.",
     )
     retry_base_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_RETRY_BASE_SECONDS")
+    worker_heartbeat_timeout: float = Field(
+        60.0,
+        gt=0,
+        validation_alias="PLAYBOOK_WORKER_HEARTBEAT_TIMEOUT",
+        description="/readyz answers 503 when no worker has beaten for this many seconds.",
+    )
 
     # GitHub.
     github_app_id: int | None = Field(None, validation_alias="GITHUB_APP_ID")
@@ -105,7 +117,12 @@ class Settings(BaseSettings):
     jira_allowed_users: str = Field(
         "",
         validation_alias="PLAYBOOK_JIRA_ALLOWED_USERS",
-        description="Jira accountIds, user names or emails (comma-separated) who may change it.",
+        description="Jira accountIds (Cloud) or user keys (Data Center) who may change it.",
+    )
+    jira_permission: str | None = Field(
+        None,
+        validation_alias="PLAYBOOK_JIRA_PERMISSION",
+        description="A Jira project permission (e.g. ADMINISTER_PROJECTS) that also allows it.",
     )
     jira_review_field: str | None = Field(
         None,
@@ -136,6 +153,26 @@ class Settings(BaseSettings):
         description="Replays dead deliveries received in the last 72 hours.",
     )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
+
+    def secret_values(self) -> list[str]:
+        """Every secret these settings hold, for scrubbing logs, errors and replies."""
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        values = [
+            self.github_webhook_secret,
+            self.jira_webhook_secret,
+            self.api_token,
+            self.github_token,
+            self.jira_api_token,
+            self.jira_pat,
+            self.database_url if "@" in self.database_url else None,
+        ]
+        with suppress(ArgumentError):
+            values.append(make_url(self.database_url).password)  # type: ignore[arg-type]
+        key = self.github_app_private_key or ""
+        values += [line for line in key.replace("\\n", "\n").splitlines() if "-----" not in line]
+        return [str(value) for value in values if value]
 
     @property
     def jira_allowed(self) -> set[str]:

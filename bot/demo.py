@@ -234,6 +234,7 @@ def run(echo: bool = True) -> dict[str, Any]:
             _env_file=None,
             PLAYBOOK_DATABASE_URL=url,
             GITHUB_WEBHOOK_SECRET=SECRET,
+            JIRA_WEBHOOK_SECRET=SECRET,
             PLAYBOOK_JIRA_ALLOWED_USERS="dana",
         )
         engine = db.make_engine(url)
@@ -261,7 +262,12 @@ def run(echo: bool = True) -> dict[str, Any]:
                     "/webhooks/github", data=body, headers=headers, content_type="application/json"
                 )
             else:
-                response = client.post("/webhooks/jira", data=body, content_type="application/json")
+                response = client.post(
+                    "/webhooks/jira",
+                    data=body,
+                    headers={"X-Hub-Signature": sign(SECRET, body)},
+                    content_type="application/json",
+                )
             click.echo(
                 f"POST /webhooks/{source} {event}: {response.status_code} {response.get_json()['status']}"
             )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -14,6 +16,53 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(delivery)s] %(message)s"
 
 # The delivery being handled by this request or worker thread; "-" outside one.
 current_delivery: ContextVar[str] = ContextVar("current_delivery", default="-")
+
+
+# Secrets the running process knows (webhook secrets, tokens, the database password), so any
+# text leaving it (log lines, stored errors, replies) can be scrubbed of them.
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+# Values shorter than this are not scrubbed: "a" would mangle every line.
+MIN_SECRET_CHARS = 6
+_AUTH_HEADER = re.compile(
+    r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:basic|bearer|token)\s+[^\s'\",}]{1,4096}"
+)
+_URL_CREDENTIALS = re.compile(r"([a-z][a-z0-9+.-]{0,30}://)[^/\s:@]{1,256}(?::[^/\s@]{0,256})?@")
+# psycopg names the server and the role in connection errors.
+_PG_SERVER = re.compile(r'(server at |host )"[^"]{0,256}"(?:, port \d{1,5})?')
+_PG_ROLE = re.compile(r'((?:for )?(?:user|role) )"[^"]{0,256}"')
+_REDACTED = "***"
+
+
+def add_secrets(values: Iterable[str | None]) -> None:
+    """Remember secret values that :func:`redact` removes from any text."""
+    with _secrets_lock:
+        _secrets.update(v for v in values if v and len(v) >= MIN_SECRET_CHARS)
+
+
+def redact(text: str) -> str:
+    """``text`` without the known secrets, credentials in URLs, auth headers or database hosts."""
+    with _secrets_lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
+    text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{_REDACTED}", text)
+    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{_REDACTED}@", text)
+    text = _PG_SERVER.sub(lambda m: f'{m.group(1)}"{_REDACTED}"', text)
+    return _PG_ROLE.sub(lambda m: f'{m.group(1)}"{_REDACTED}"', text)
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats with another formatter, then scrubs secrets from the whole line (tracebacks too)."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The inner formatter's text, redacted."""
+        return redact(self.inner.format(record))
 
 
 class DeliveryFilter(logging.Filter):
@@ -35,19 +84,26 @@ def delivery_context(delivery_id: str) -> Iterator[None]:
         current_delivery.reset(token)
 
 
-def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
-    """Send log records to stderr as text or JSON, replacing earlier handlers."""
+def configure_logging(
+    level: str = "INFO", fmt: str = "text", secrets: Iterable[str | None] = ()
+) -> None:
+    """Send log records to stderr as text or JSON, replacing earlier handlers.
+
+    Every line is scrubbed of ``secrets`` and of credentials that error messages of the
+    HTTP and database clients carry (the Jira client prints request headers, for one).
+    """
+    add_secrets(secrets)
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(DeliveryFilter())
+    inner: logging.Formatter
     if fmt == "json":
-        handler.setFormatter(
-            JsonFormatter(
-                "%(asctime)s %(levelname)s %(name)s %(delivery)s %(message)s",
-                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-            )
+        inner = JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(delivery)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
         )
     else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        inner = logging.Formatter(TEXT_FORMAT)
+    handler.setFormatter(RedactingFormatter(inner))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -6,38 +6,31 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, exc
+from sqlalchemy import Engine
 
+from bot import claims
+from bot.claims import Claim, LeaseKeeper
 from bot.config import Settings
 from bot.effects import Effects, LiveEffects
-from bot.handlers import IGNORED, Event, PermanentError, router
+from bot.handlers import IGNORED, Event, router
 from bot.handlers.router import Router
-from bot.logs import delivery_context
-from playbook import db, inbox
-from playbook.errors import DatabaseUnavailable, PlaybookError
-from playbook.models import Installation
+from bot.logs import add_secrets, delivery_context, redact
+from bot.outcomes import Deferred, Ignored, LeaseLost, PermanentError, classify, describe
+from playbook import clock, db, heartbeats, inbox
+from playbook.models import Delivery, Installation
 from playbook.retrieval import Retriever
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-
-# Errors that say the payload or our data is wrong; a retry would fail the same way.
-PERMANENT = (PermanentError, PlaybookError, KeyError, TypeError, ValueError)
-
-
-def is_transient(error: BaseException) -> bool:
-    """Whether a retry may succeed: network trouble, 5xx, rate limits, a database blip."""
-    if isinstance(error, DatabaseUnavailable | exc.OperationalError):
-        return True
-    status = getattr(error, "status", None) or getattr(error, "status_code", None)
-    if isinstance(status, int):
-        return status >= 500 or status in (403, 408, 429)  # GitHub rate limits answer 403/429
-    return not isinstance(error, PERMANENT)
+__all__ = ["PermanentError", "Services", "Worker", "start_thread"]
 
 
 @dataclass
@@ -50,6 +43,7 @@ class Services:
     retriever: Retriever = field(default_factory=Retriever)
 
     def __post_init__(self) -> None:
+        add_secrets(self.settings.secret_values())
         if self.effects is None:
             self.effects = LiveEffects(self.settings)
 
@@ -60,8 +54,39 @@ class Services:
         return self.effects
 
 
+@dataclass(frozen=True)
+class Row:
+    """An inbox row as the worker takes it: plain values, parsed only once it is claimed."""
+
+    id: int
+    delivery_id: str
+    source: str
+    event: str
+    action: str | None
+    payload: str
+    installation_id: int | None
+
+    @classmethod
+    def of(cls, delivery: Delivery) -> Row:
+        """Copy the fields the worker needs out of a claimed row."""
+        return cls(
+            delivery.id,
+            delivery.delivery_id,
+            delivery.source,
+            delivery.event,
+            delivery.action,
+            delivery.payload,
+            delivery.installation_id,
+        )
+
+    @property
+    def label(self) -> str:
+        """``github pull_request.closed``, for log lines."""
+        return f"{self.source} {self.event}{f'.{self.action}' if self.action else ''}"
+
+
 class Worker:
-    """Claims due deliveries and processes each exactly once per successful attempt."""
+    """Claims due deliveries and records exactly one outcome for each attempt it finishes."""
 
     def __init__(
         self,
@@ -79,18 +104,77 @@ class Worker:
             max_attempts=settings.max_attempts,
             base_delay=timedelta(seconds=settings.retry_base_seconds),
         )
+        self.keeper = LeaseKeeper(services.engine, self.name, self.lease, clock.now())
 
     def run_once(self) -> int:
         """Claim one batch and process it; returns how many deliveries were claimed."""
         with db.transaction(self.services.engine) as session:
             claimed = inbox.claim(
-                session, self.name, limit=self.services.settings.worker_batch, lease=self.lease
+                session,
+                self.name,
+                limit=self.services.settings.worker_batch,
+                lease=self.lease,
+                max_attempts=self.policy.max_attempts,
             )
-            batch = [(d.id, d.delivery_id, Event.from_delivery(d)) for d in claimed]
-        for row_id, delivery_id, event in batch:
-            with delivery_context(delivery_id):
-                self._process(row_id, event)
+            batch = [Row.of(delivery) for delivery in claimed]
+        if not batch:
+            return 0
+        with self.keeper.holding([row.id for row in batch]):
+            for row in batch:
+                with delivery_context(row.delivery_id):
+                    self._process(row)
         return len(batch)
+
+    def _process(self, row: Row) -> None:
+        # Anything a delivery can raise ends here as an outcome of that row: no delivery,
+        # however malformed, may stop the worker.
+        if self.keeper.lost(row.id):
+            log.warning("%s: another worker took it over; left to that worker", row.label)
+            return
+        claim = Claim(row.id, self.name, self.lease, self.services.engine)
+        try:
+            with claims.handling(claim):
+                status, reason = self._dispatch(row)
+        except LeaseLost as lost:
+            log.warning("%s: %s; it posts nothing more for it", row.label, lost)
+            return
+        except Deferred as deferred:
+            self._defer(row, str(deferred), deferred)
+            return
+        except Exception as error:
+            self._failed(row, error)
+            return
+        finally:
+            self.keeper.release(row.id)
+        recorded = self._record(
+            lambda session: inbox.complete(session, row.id, self.name, status=status, reason=reason)
+        )
+        if recorded is False:
+            log.warning("%s finished, but another worker owns it now", row.label)
+        elif status == "ignored":
+            log.info("%s ignored: %s", row.label, reason)
+        else:
+            log.info("%s done", row.label)
+
+    def _dispatch(self, row: Row) -> tuple[str, str | None]:
+        event = Event.from_row(row)
+        if self._removed_installation(event):
+            return "ignored", f"installation {event.installation_id} was removed"
+        handlers = self.handlers.handlers_for(event)
+        if not handlers:
+            if (event.source, event.name) in IGNORED:
+                return "ignored", f"{row.label} is on the ignore list"
+            return "ignored", f"no handler for {row.label}"
+        reasons: list[str] = []
+        acted = False
+        for handler in handlers:
+            try:
+                handler(event, self.services)
+            except Ignored as why:
+                reasons.append(str(why))
+            else:
+                acted = True
+        return ("done", None) if acted else ("ignored", "; ".join(reasons))
 
     def _removed_installation(self, event: Event) -> bool:
         # After installation.deleted the bot has no token there; acting would only fail.
@@ -102,50 +186,100 @@ class Worker:
             installation = session.get(Installation, event.installation_id)
         return installation is not None and installation.status == "deleted"
 
-    def _process(self, row_id: int, event: Event) -> None:
-        label = f"{event.source} {event.name}{f'.{event.action}' if event.action else ''}"
-        removed = self._removed_installation(event)
-        handlers = [] if removed else self.handlers.handlers_for(event)
-        if removed:
-            log.info("%s is for removed installation %s; ignored", label, event.installation_id)
-        elif not handlers:
-            if (event.source, event.name) in IGNORED:
-                log.info("%s is on the ignore list", label)
-            else:
-                log.info("no handler for %s; ignored", label)
-        try:
-            for handler in handlers:
-                handler(event, self.services)
-        except Exception as error:
-            retry = is_transient(error)
-            detail = "".join(traceback.format_exception_only(error)).strip()
-            with db.transaction(self.services.engine) as session:
-                status = inbox.fail(session, row_id, detail, retry=retry, policy=self.policy)
-            level = logging.ERROR if status == "dead" else logging.WARNING
-            log.log(level, "%s failed (%s): %s", label, status, detail, exc_info=status == "dead")
+    def _failed(self, row: Row, error: Exception) -> None:
+        failure = classify(error)
+        if failure.kind == "rate_limited" and failure.until is not None:
+            self._defer(row, failure.reason, Deferred(failure.reason, failure.until))
             return
-        with db.transaction(self.services.engine) as session:
-            inbox.complete(session, row_id)
-        if handlers:
-            log.info("%s done", label)
+        reason = redact(failure.reason)
+        trace = redact("".join(traceback.format_exception(error)))
+        status = self._record(
+            lambda session: inbox.fail(
+                session,
+                row.id,
+                self.name,
+                reason,
+                kind=failure.kind,
+                policy=self.policy,
+                trace=trace,
+            )
+        )
+        if status is None:
+            log.warning("%s failed (%s), but another worker owns it now", row.label, reason)
+            return
+        level = logging.ERROR if status == "dead" else logging.WARNING
+        log.log(level, "%s %s (%s): %s", row.label, status, failure.kind, reason)
+
+    def _defer(self, row: Row, reason: str, deferred: Deferred) -> None:
+        done = self._record(
+            lambda session: inbox.defer(session, row.id, self.name, deferred.until, reason)
+        )
+        if done:
+            log.info("%s waits until %s: %s", row.label, deferred.until.isoformat(), reason)
+
+    def _record(self, write: Callable[[Any], T]) -> T | None:
+        # The outcome could not be written (database down): the row stays claimed and
+        # comes back when its lease runs out, so nothing is lost or marked done wrongly.
+        try:
+            with db.transaction(self.services.engine) as session:
+                return write(session)
+        except Exception as error:
+            log.error(
+                "cannot record the outcome (%s); the delivery is tried again after its lease",
+                redact(describe(error)),
+            )
+            return None
 
     def run(self, stop: threading.Event) -> None:
         """Process deliveries until ``stop`` is set, sleeping when the inbox is empty."""
         log.info("worker %s started", self.name)
+        self.keeper.beat()
+        last_beat = time.monotonic()
+        errors = 0
         while not stop.is_set():
             try:
                 busy = self.run_once()
-            except (DatabaseUnavailable, exc.OperationalError, exc.InterfaceError) as error:
-                log.error("worker cannot reach the database: %s", error)
+                errors = 0
+            except Exception as error:
+                # The loop outlives anything: a database outage, a bug while claiming.
+                errors += 1
+                log.error("worker cannot claim deliveries: %s", redact(describe(error)))
                 busy = 0
+            if time.monotonic() - last_beat >= self.keeper.interval:
+                self.keeper.beat()
+                last_beat = time.monotonic()
             if not busy:
-                stop.wait(self.services.settings.worker_poll_seconds)
+                poll = self.services.settings.worker_poll_seconds
+                stop.wait(min(poll * 2 ** min(errors, 5), 30) if errors else poll)
+        try:
+            heartbeats.stop(self.services.engine, self.name)
+        except Exception as error:
+            log.warning("could not remove the heartbeat: %s", type(error).__name__)
         log.info("worker %s stopped", self.name)
 
 
 def start_thread(services: Services, stop: threading.Event, **kwargs: Any) -> threading.Thread:
-    """Run a worker in a daemon thread (the embedded worker of `serve`)."""
-    worker = Worker(services, **kwargs)
-    thread = threading.Thread(target=worker.run, args=(stop,), name="playbook-worker", daemon=True)
-    thread.start()
-    return thread
+    """Run a worker in a daemon thread, restarted if it ever dies (the embedded worker of `serve`).
+
+    The worker loop catches every Exception, but a handler can still end its thread (a
+    stray SystemExit, say); `serve` then starts a new worker instead of silently stopping
+    processing, and `/readyz` reports no fresh heartbeat until it has.
+    """
+
+    def supervise() -> None:
+        while not stop.is_set():
+            worker = Worker(services, **kwargs)
+            thread = threading.Thread(
+                target=worker.run, args=(stop,), name="playbook-worker", daemon=True
+            )
+            thread.start()
+            while thread.is_alive():
+                thread.join(timeout=1.0)
+            if stop.is_set():
+                return
+            log.error("the worker thread stopped unexpectedly; starting a new one")
+            stop.wait(1.0)
+
+    supervisor = threading.Thread(target=supervise, name="playbook-supervisor", daemon=True)
+    supervisor.start()
+    return supervisor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import cache
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 # The newest migration in playbook/migrations/versions (a test keeps the two equal). Knowing
 # it here lets every CLI run check the schema without importing Alembic, which is slow.
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 
 # Connections each process keeps open to a database server.
 POOL_SIZE = 16
@@ -33,8 +33,9 @@ def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except exc.ArgumentError:
+        # The value itself is not echoed: a mistyped URL may still hold a password.
         raise DatabaseUnavailable(
-            f"PLAYBOOK_DATABASE_URL {url!r} is not a database URL; "
+            "PLAYBOOK_DATABASE_URL is not a database URL; "
             "use e.g. sqlite:///playbook.db or postgresql+psycopg://user@host/db"
         ) from None
     try:
@@ -87,23 +88,57 @@ def transaction(engine: Engine) -> Iterator[Session]:
     try:
         yield session
         session.commit()
-    except exc.OperationalError as error:
-        session.rollback()
+    except (exc.OperationalError, exc.InterfaceError) as error:
+        _rollback(session)
         raise unavailable(engine, error) from None
     except BaseException:
-        session.rollback()
+        _rollback(session)
         raise
     finally:
         session.close()
 
 
+# What a driver's connection error means, by words it contains; the rest of its message names
+# the server, the port and the role, which must not travel into replies or logs.
+_CAUSES = (
+    ("password authentication failed", "password refused"),
+    ("authentication failed", "authentication failed"),
+    ("does not exist", "database or role does not exist"),
+    ("connection refused", "connection refused"),
+    ("timeout", "connection timed out"),
+    ("timed out", "connection timed out"),
+    ("could not translate host name", "host name does not resolve"),
+    ("name or service not known", "host name does not resolve"),
+    ("unable to open database file", "file cannot be opened"),
+    ("readonly database", "file is read-only"),
+    ("database is locked", "locked by another writer"),
+    ("disk i/o error", "disk I/O error"),
+    ("too many clients", "too many connections"),
+    ("server closed the connection", "server closed the connection"),
+)
+
+
+def describe_error(error: Exception) -> str:
+    """What went wrong with the database, in a few words that never name host, port or role."""
+    text = str(getattr(error, "orig", error)).lower()
+    for words, cause in _CAUSES:
+        if words in text:
+            return cause
+    return type(getattr(error, "orig", error)).__name__
+
+
+def _rollback(session: Session) -> None:
+    # With the server gone the rollback fails too; the error worth raising is the first one.
+    with suppress(exc.OperationalError, exc.InterfaceError):
+        session.rollback()
+
+
 def unavailable(engine: Engine, error: Exception) -> DatabaseUnavailable:
-    """Turn a driver error into one sentence naming the database and the setting."""
-    orig = getattr(error, "orig", error)
-    detail = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-    where = engine.url.render_as_string(hide_password=True)
+    """Turn a driver error into one sentence naming the setting to check, never the URL."""
+    kind = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}.get(engine.dialect.name, "")
     return DatabaseUnavailable(
-        f"cannot use the database at {where} ({detail}); check PLAYBOOK_DATABASE_URL"
+        f"cannot use the database ({kind}: {describe_error(error)}); "
+        "check PLAYBOOK_DATABASE_URL and that the database is up"
     )
 
 

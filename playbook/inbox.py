@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Select, or_, select, update
+from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import InvalidInput
-from playbook.models import DELIVERY_STATUSES, Delivery
+from playbook.models import DELIVERY_STATUSES, ERROR_KINDS, Delivery
 
 MAX_ERROR_CHARS = 4000
+MAX_TRACE_CHARS = 20000
 
 # Built once: this insert is the hot path of every webhook answer, and a Core insert on the
 # table with bound values skips building and hashing a new statement per request.
@@ -81,17 +83,51 @@ def _due(now: datetime) -> Select[tuple[int]]:
     )
 
 
-def claim(session: Session, worker: str, *, limit: int = 10, lease: timedelta) -> list[Delivery]:
+# What a delivery says when its worker stopped in the middle of its last allowed attempt.
+STOPPED_MID_WAY = (
+    "the worker handling the last allowed attempt stopped before it finished (killed, or it "
+    "lost its lease); `playbook-bot deliveries replay` tries again"
+)
+
+
+def claim(
+    session: Session,
+    worker: str,
+    *,
+    limit: int = 10,
+    lease: timedelta,
+    max_attempts: int = RetryPolicy.max_attempts,
+) -> list[Delivery]:
     """Take up to ``limit`` due deliveries for ``worker`` until the lease ends.
 
     On PostgreSQL, FOR UPDATE SKIP LOCKED lets several workers claim at once without
     ever taking the same row; SQLite has one writer at a time, so the clause is moot there.
-    A claim counts as an attempt, so a delivery that kills its worker every time ends dead.
+    A claim counts as an attempt, so a delivery that kills its worker every time ends dead:
+    a row never goes past ``max_attempts``, and one whose last attempt never reported back
+    is made dead here, with the reason.
     """
     now = clock.now()
+    session.execute(
+        update(Delivery)
+        .where(
+            Delivery.id.in_(_due(now).where(Delivery.attempts >= max_attempts).scalar_subquery())
+        )
+        .values(
+            status="dead",
+            error_kind="unexpected",
+            last_error=STOPPED_MID_WAY,
+            locked_until=None,
+            locked_by=None,
+        )
+        .execution_options(synchronize_session=False)
+    )
     ids = list(
         session.scalars(
-            _due(now).order_by(Delivery.id).limit(limit).with_for_update(skip_locked=True)
+            _due(now)
+            .where(Delivery.attempts < max_attempts)
+            .order_by(Delivery.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
         )
     )
     if not ids:
@@ -104,36 +140,110 @@ def claim(session: Session, worker: str, *, limit: int = 10, lease: timedelta) -
     return list(session.scalars(select(Delivery).where(Delivery.id.in_(ids)).order_by(Delivery.id)))
 
 
-def complete(session: Session, delivery_id: int) -> None:
-    """Mark a claimed delivery done."""
-    session.execute(
-        update(Delivery)
-        .where(Delivery.id == delivery_id)
-        .values(status="done", processed_at=clock.now(), locked_until=None, locked_by=None)
+def renew(session: Session, ids: Collection[int], worker: str, lease: timedelta) -> set[int]:
+    """Extend ``worker``'s lease on the rows ``ids``; returns the ids it still owns.
+
+    A row another worker claimed after this one's lease ran out is no longer this
+    worker's, and it must not act for that row any more.
+    """
+    if not ids:
+        return set()
+    owned = set(
+        session.scalars(
+            select(Delivery.id).where(Delivery.id.in_(list(ids)), Delivery.locked_by == worker)
+        )
     )
+    if owned:
+        session.execute(
+            update(Delivery)
+            .where(Delivery.id.in_(owned), Delivery.locked_by == worker)
+            .values(locked_until=clock.now() + lease)
+        )
+    return owned
+
+
+def _owned(delivery_id: int, worker: str) -> Any:
+    # Only the lease owner reports an outcome; a worker that lost its row reports nothing.
+    return update(Delivery).where(Delivery.id == delivery_id, Delivery.locked_by == worker)
+
+
+def complete(
+    session: Session,
+    delivery_id: int,
+    worker: str,
+    *,
+    status: str = "done",
+    reason: str | None = None,
+) -> bool:
+    """Mark a claimed delivery done (or ignored, with why); False if ``worker`` lost it."""
+    if status not in ("done", "ignored"):
+        raise InvalidInput(f"a finished delivery is done or ignored, not {status!r}")
+    result = session.execute(
+        _owned(delivery_id, worker).values(
+            status=status,
+            reason=reason[:MAX_ERROR_CHARS] if reason else None,
+            processed_at=clock.now(),
+            locked_until=None,
+            locked_by=None,
+        )
+    )
+    return result.rowcount == 1
 
 
 def fail(
     session: Session,
     delivery_id: int,
+    worker: str,
     error: str,
     *,
-    retry: bool,
+    kind: str,
     policy: RetryPolicy,
-) -> str:
-    """Record a failed attempt: schedule a retry with backoff, or make the delivery dead."""
-    delivery = session.get(Delivery, delivery_id)
-    if delivery is None:
-        raise InvalidInput(f"no delivery {delivery_id}")
-    dead = not retry or delivery.attempts >= policy.max_attempts
-    delivery.status = "dead" if dead else "failed"
-    delivery.last_error = error[:MAX_ERROR_CHARS]
-    delivery.locked_until = None
-    delivery.locked_by = None
+    trace: str | None = None,
+) -> str | None:
+    """Record a failed attempt: retry with backoff, or dead; None if ``worker`` lost the row.
+
+    A permanent error is dead at once; any other is retried until ``policy.max_attempts``.
+    """
+    if kind not in ERROR_KINDS:
+        raise InvalidInput(f"error kind must be one of {', '.join(ERROR_KINDS)}")
+    attempts = session.scalar(
+        select(Delivery.attempts).where(Delivery.id == delivery_id, Delivery.locked_by == worker)
+    )
+    if attempts is None:
+        return None
+    dead = kind == "permanent" or attempts >= policy.max_attempts
+    values: dict[str, Any] = {
+        "status": "dead" if dead else "failed",
+        "error_kind": kind,
+        "last_error": error[:MAX_ERROR_CHARS],
+        "last_traceback": trace[-MAX_TRACE_CHARS:] if trace else None,
+        "locked_until": None,
+        "locked_by": None,
+    }
     if not dead:
-        delivery.next_attempt_at = clock.now() + policy.delay(delivery.attempts)
-    session.flush()
-    return delivery.status
+        values["next_attempt_at"] = clock.now() + policy.delay(attempts)
+    session.execute(_owned(delivery_id, worker).values(**values))
+    return values["status"]
+
+
+def defer(session: Session, delivery_id: int, worker: str, until: datetime, reason: str) -> bool:
+    """Put a delivery back until ``until`` without counting the attempt (rate limit, busy).
+
+    Waiting for a rate limit's reset is not a failure of the delivery, so it never
+    makes the delivery dead.
+    """
+    result = session.execute(
+        _owned(delivery_id, worker).values(
+            status="failed",
+            error_kind="rate_limited",
+            last_error=reason[:MAX_ERROR_CHARS],
+            attempts=Delivery.attempts - 1,
+            next_attempt_at=clock.to_utc(until),
+            locked_until=None,
+            locked_by=None,
+        )
+    )
+    return result.rowcount == 1
 
 
 def get(session: Session, delivery_key: str) -> Delivery:
@@ -179,3 +289,24 @@ def replay_status(session: Session, status: str) -> int:
     if status not in ("failed", "dead"):
         raise InvalidInput("only failed or dead deliveries can be replayed in bulk")
     return replay(session, list(session.scalars(select(Delivery).where(Delivery.status == status))))
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    """How the inbox is doing: what waits, for how long, and what is dead."""
+
+    due: int
+    oldest_due_seconds: float | None
+    dead: int
+
+
+def health(session: Session) -> QueueHealth:
+    """Counts for `/readyz` and operators: due deliveries, the oldest one's age, dead ones."""
+    now = clock.now()
+    due_filter = (Delivery.status.in_(("pending", "failed")), Delivery.next_attempt_at <= now)
+    due, oldest = session.execute(
+        select(func.count(), func.min(Delivery.next_attempt_at)).where(*due_filter)
+    ).one()
+    dead = session.scalar(select(func.count()).where(Delivery.status == "dead")) or 0
+    age = (now - clock.to_utc(oldest)).total_seconds() if oldest is not None else None
+    return QueueHealth(due=due, oldest_due_seconds=age, dead=dead)

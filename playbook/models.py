@@ -25,7 +25,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from playbook.clock import to_utc
 
 STATUSES = ("proposed", "active", "deprecated", "archived")
-DELIVERY_STATUSES = ("pending", "done", "failed", "dead")
+# pending: waiting; done: handled; ignored: nothing to do (with why); failed: will retry; dead: not
+# retried by itself (see `error_kind`), kept for `deliveries replay`.
+DELIVERY_STATUSES = ("pending", "done", "ignored", "failed", "dead")
+# Why the last attempt failed: permanent (a retry fails the same way), transient (network,
+# 5xx, database), rate_limited (waits for the reset, not counted), unexpected (a bug, or a
+# worker that stopped mid-way).
+ERROR_KINDS = ("permanent", "transient", "rate_limited", "unexpected")
 EVENT_KINDS = ("loaded", "cited")
 
 # Alembic needs deterministic constraint names to alter them later, on SQLite too.
@@ -167,6 +173,11 @@ class Delivery(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
+    error_kind: Mapped[str | None] = mapped_column(String(16))
+    # The full traceback of the last failure, for `deliveries show`.
+    last_traceback: Mapped[str | None] = mapped_column(Text)
+    # Why an ignored delivery needed nothing done.
+    reason: Mapped[str | None] = mapped_column(Text)
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # A worker owns a claimed row until this time; a worker killed mid-delivery loses it then.
     locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -192,6 +203,10 @@ class PullRequest(Base):
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The evidence whose outcome was last applied ("closed@<time>", "merged@<time>"): the same
+    # evidence arriving again (an edit of a closed PR, a duplicate delivery, a backfill) is
+    # not applied twice.
+    outcome_evidence: Mapped[str | None] = mapped_column(String(100))
 
 
 class TicketLink(Base):
@@ -208,16 +223,28 @@ class TicketLink(Base):
 
 
 class BotComment(Base):
-    """The one comment the bot keeps on a ticket, so edits replace it instead of adding more."""
+    """A comment the bot keeps on a ticket: reserved before it is posted, so it is posted once.
+
+    ``purpose`` is ``lessons`` for the one lessons comment a ticket has (edits replace it)
+    or ``reply:<comment id>`` for the answer to one command comment.
+    """
 
     __tablename__ = "bot_comments"
     __table_args__ = (
-        UniqueConstraint("target", "ticket_key", name="uq_bot_comments_target_ticket"),
+        UniqueConstraint(
+            "target", "ticket_key", "purpose", name="uq_bot_comments_target_ticket_purpose"
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     target: Mapped[str] = mapped_column(String(16))  # github | jira
     ticket_key: Mapped[str] = mapped_column(String(200))
+    purpose: Mapped[str] = mapped_column(String(100), default="lessons")
+    # posting: an attempt began and its outcome is not known yet; posted: external_id is it.
+    state: Mapped[str] = mapped_column(String(16), default="posted")
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
     external_id: Mapped[str | None] = mapped_column(String(100))
     bullet_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     body: Mapped[str] = mapped_column(Text, default="")
@@ -238,6 +265,16 @@ class SideEffect(Base):
     status: Mapped[str] = mapped_column(String(16))  # done | skipped | dry_run
     detail: Mapped[str | None] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WorkerHeartbeat(Base):
+    """A worker's last sign of life, so `/readyz` can tell whether anything processes the inbox."""
+
+    __tablename__ = "worker_heartbeats"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    beat_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class Installation(Base):

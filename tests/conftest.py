@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 from playbook import clock, db
 from playbook.models import Base, PlaybookMeta
 
-from support import GITHUB_SECRET, fixture_body
+from support import GITHUB_SECRET, JIRA_SECRET, fixture_body
 
 PG_ENV = "PLAYBOOK_TEST_DATABASE_URL"
 
@@ -92,6 +92,7 @@ def settings(database_url: str):
     return Settings(
         PLAYBOOK_DATABASE_URL=database_url,
         GITHUB_WEBHOOK_SECRET=GITHUB_SECRET,
+        JIRA_WEBHOOK_SECRET=JIRA_SECRET,
         PLAYBOOK_API_TOKEN="agent-token",
         PLAYBOOK_RETRY_BASE_SECONDS=10,
         _env_file=None,

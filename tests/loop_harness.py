@@ -18,7 +18,7 @@ from webhooks.signatures import sign
 
 from fakes.github import FakeGitHub
 from fakes.jira import FakeJira
-from support import FIXTURES, GITHUB_SECRET
+from support import FIXTURES, GITHUB_SECRET, JIRA_SECRET
 
 APP_ID = 4242
 INSTALLATION = 777
@@ -76,7 +76,10 @@ class Loop:
     def jira_event(self, payload: dict[str, Any], delivery: str | None = None) -> Any:
         """POST a Jira delivery."""
         body = json.dumps(payload).encode()
-        headers = {"X-Atlassian-Webhook-Identifier": delivery or str(uuid.uuid4())}
+        headers = {
+            "X-Atlassian-Webhook-Identifier": delivery or str(uuid.uuid4()),
+            "X-Hub-Signature": sign(JIRA_SECRET, body),
+        }
         return self.client.post(
             "/webhooks/jira", data=body, headers=headers, content_type="application/json"
         )
@@ -106,6 +109,7 @@ def start_loop(engine: Engine, database_url: str, **overrides: Any) -> Loop:
     values: dict[str, Any] = {
         "PLAYBOOK_DATABASE_URL": database_url,
         "GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
+        "JIRA_WEBHOOK_SECRET": JIRA_SECRET,
         "GITHUB_APP_ID": APP_ID,
         "GITHUB_APP_PRIVATE_KEY": private,
         "GITHUB_API_URL": github_url,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GITHUB_SECRET = "It's a Secret to Everybody"
+JIRA_SECRET = "jira-webhook-secret"
 
 
 def fixture_body(name: str, **changes: object) -> bytes:

@@ -95,7 +95,8 @@ def test_serve_receives_and_processes_on_the_sqlite_default(served) -> None:
         {"status": "accepted", "delivery": "serve-1"},
     )
     assert request(f"{url}/webhooks/github", body, headers)[1]["status"] == "duplicate"
-    assert request(f"{url}/readyz") == (200, {"status": "ok"})
+    status, ready = request(f"{url}/readyz")
+    assert (status, ready["status"], ready["workers"]) == (200, "ok", 1)
     bad = dict(headers, **{"X-Hub-Signature-256": sign("wrong", body)})
     assert request(f"{url}/webhooks/github", body, bad)[0] == 401
     deadline = time.monotonic() + 20

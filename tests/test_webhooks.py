@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine, func, select
 
 from bot.config import Settings
+from playbook import clock, heartbeats
 from playbook.db import transaction
 from playbook.models import Delivery
 from webhooks import create_app
 from webhooks.signatures import sign
 
-from support import GITHUB_SECRET, fixture_body
+from support import GITHUB_SECRET, JIRA_SECRET, fixture_body
+
+T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 
 
 def rows(engine: Engine) -> list[Delivery]:
@@ -110,7 +114,7 @@ def test_bad_requests_are_refused_with_a_reason(client, engine, mutate, status, 
     [
         (b'{"action": "opened", "issue": {"number": 1', "not valid JSON"),
         (b"[1, 2, 3]", "JSON object"),
-        (b"\xff\xfe\x00garbage", "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "must be UTF-8"),
         (b"", "not valid JSON"),
     ],
 )
@@ -192,9 +196,20 @@ def test_database_down_answers_503_so_the_sender_retries(settings: Settings, tmp
     assert client.get("/healthz").status_code == 200
 
 
-def test_health_probes(client) -> None:
+def test_readyz_wants_a_fresh_worker_heartbeat(client, engine: Engine, settings) -> None:
     assert client.get("/healthz").get_json() == {"status": "ok"}
-    assert client.get("/readyz").get_json() == {"status": "ok"}
+    idle = client.get("/readyz")
+    assert idle.status_code == 503
+    assert "no worker" in idle.get_json()["message"] and idle.get_json()["database"] == "ok"
+    with clock.frozen(T0):
+        heartbeats.beat(engine, "w1", T0)
+    with clock.frozen(T0 + timedelta(seconds=settings.worker_heartbeat_timeout - 1)):
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.get_json()["status"] == "ok" and ready.get_json()["workers"] == 1
+    with clock.frozen(T0 + timedelta(seconds=settings.worker_heartbeat_timeout + 1)):
+        stale = client.get("/readyz")
+        assert stale.status_code == 503 and stale.get_json()["workers"] == 0
 
 
 def test_unknown_paths_and_methods_answer_json(client) -> None:
@@ -207,13 +222,15 @@ def test_unknown_paths_and_methods_answer_json(client) -> None:
 # --- Jira ---------------------------------------------------------------------------------
 
 
-def post_jira(client, body: bytes, **headers: str):
+def post_jira(client, body: bytes, *, signed: bool = True, **headers: str):
+    if signed:
+        headers.setdefault("X-Hub-Signature", sign(JIRA_SECRET, body))
     return client.post(
         "/webhooks/jira", data=body, headers=headers, content_type="application/json"
     )
 
 
-def test_jira_delivery_without_secret_is_stored(client, engine: Engine) -> None:
+def test_signed_jira_delivery_is_stored(client, engine: Engine) -> None:
     body = fixture_body("jira.issue_created")
     response = post_jira(client, body, **{"X-Atlassian-Webhook-Identifier": "jira-1"})
     assert response.status_code == 202
@@ -256,13 +273,13 @@ def test_jira_secret_accepts_signature_or_bearer(engine: Engine, settings: Setti
     signed = post_jira(client, body, **{"X-Hub-Signature": sign("jira-s3cret", body)})
     assert signed.status_code == 202
     other = fixture_body("jira.issue_updated")
-    bearer = post_jira(client, other, Authorization="Bearer jira-s3cret")
+    bearer = post_jira(client, other, signed=False, Authorization="Bearer jira-s3cret")
     assert bearer.status_code == 202
-    unsigned = post_jira(client, fixture_body("jira.comment_created"))
+    unsigned = post_jira(client, fixture_body("jira.comment_created"), signed=False)
     assert unsigned.status_code == 401 and "X-Hub-Signature" in unsigned.get_json()["message"]
     forged = post_jira(client, body, **{"X-Hub-Signature": sign("guess", body)})
     assert forged.status_code == 401
-    wrong_token = post_jira(client, body, Authorization="Bearer guess")
+    wrong_token = post_jira(client, body, signed=False, Authorization="Bearer guess")
     assert wrong_token.status_code == 401
     assert len(rows(engine)) == 2
 

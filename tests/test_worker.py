@@ -97,12 +97,16 @@ def test_action_specific_and_general_handlers_both_run(engine, make_worker, call
     assert calls == ["specific", "general"]
 
 
-def test_an_event_without_handler_is_done_and_logged(engine, make_worker, caplog) -> None:
+def test_an_event_without_handler_is_ignored_with_why(engine, make_worker, caplog) -> None:
     store(engine, event="sponsorship", action="created")
     caplog.set_level("INFO")
     make_worker(Router()).run_once()
-    assert statuses(engine) == [("done", 1)]
+    assert statuses(engine) == [("ignored", 1)]
     assert "no handler for github sponsorship.created" in caplog.text
+    with transaction(engine) as session:
+        assert session.scalars(select(Delivery.reason)).one() == (
+            "no handler for github sponsorship.created"
+        )
 
 
 def test_transient_errors_retry_with_backoff_then_die(engine, make_worker) -> None:

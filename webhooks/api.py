@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from flask import Blueprint, jsonify, request
 
 from playbook import db, lifecycle, usage
 from playbook.errors import BulletNotFound, PlaybookError
+from webhooks import signatures
 from webhooks.app import error, runtime
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -20,7 +20,7 @@ def _authenticate() -> tuple[Any, int] | None:
     if not token:
         return error(503, "the agent API is disabled; set PLAYBOOK_API_TOKEN to enable it")
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+    if scheme.lower() != "bearer" or not signatures.same(given.strip(), token):
         return error(401, "send Authorization: Bearer <PLAYBOOK_API_TOKEN>")
     return None
 

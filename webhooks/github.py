@@ -8,7 +8,16 @@ from flask import Blueprint, jsonify, request
 
 from webhooks import signatures
 from webhooks.app import error, runtime
-from webhooks.intake import parse, require_json, store
+from webhooks.intake import (
+    Envelope,
+    decode,
+    delivery_id_field,
+    installation_field,
+    name_field,
+    parse,
+    require_json,
+    store,
+)
 
 blueprint = Blueprint("github", __name__)
 
@@ -24,17 +33,16 @@ def receive() -> tuple[Any, int]:
             "GITHUB_WEBHOOK_SECRET is not set, so deliveries cannot be verified; set it to the "
             "webhook secret of the GitHub App",
         )
-    event = request.headers.get("X-GitHub-Event", "").strip()
-    delivery_id = request.headers.get("X-GitHub-Delivery", "").strip()
-    if not event or not delivery_id:
-        missing = [
-            name
-            for name, value in (("X-GitHub-Event", event), ("X-GitHub-Delivery", delivery_id))
-            if not value
-        ]
+    raw_event = request.headers.get("X-GitHub-Event", "")
+    raw_delivery = request.headers.get("X-GitHub-Delivery", "")
+    missing = [
+        name
+        for name, value in (("X-GitHub-Event", raw_event), ("X-GitHub-Delivery", raw_delivery))
+        if not value.strip()
+    ]
+    if missing:
         return error(400, f"missing header {' and '.join(missing)}")
-    if (problem := require_json()) is not None:
-        return problem
+    require_json()
     body = request.get_data(cache=True)
     if secret:
         header = request.headers.get("X-Hub-Signature-256")
@@ -42,21 +50,22 @@ def receive() -> tuple[Any, int]:
             return error(401, "missing X-Hub-Signature-256 header")
         if not signatures.valid(secret, body, header):
             return error(401, "X-Hub-Signature-256 does not match the body and the secret")
-    payload, problem = parse(body)
-    if problem is not None:
-        return problem
-    assert payload is not None
+    event = name_field(raw_event, "X-GitHub-Event", required=True)
+    delivery_id = delivery_id_field(raw_delivery, "X-GitHub-Delivery")
+    text = decode(body)
+    payload = parse(text)
     if event == "ping":
         # GitHub sends ping when a hook is created; nothing to do but prove we are here.
-        return jsonify(status="pong", zen=payload.get("zen")), 200
-    action = payload.get("action") if isinstance(payload.get("action"), str) else None
-    installation = payload.get("installation")
-    installation_id = installation.get("id") if isinstance(installation, dict) else None
+        zen = payload.get("zen")
+        return jsonify(status="pong", zen=zen[:200] if isinstance(zen, str) else None), 200
+    assert event is not None
     return store(
-        source="github",
-        event=event,
-        action=action,
-        delivery_id=delivery_id,
-        body=body,
-        installation_id=installation_id if isinstance(installation_id, int) else None,
+        Envelope(
+            source="github",
+            event=event,
+            action=name_field(payload.get("action"), "action", required=False),
+            delivery_id=delivery_id,
+            installation_id=installation_field(payload),
+        ),
+        text,
     )

@@ -1,9 +1,12 @@
-"""The shared tail of both webhook endpoints: parse JSON, store in the inbox, answer."""
+"""The shared tail of both webhook endpoints: decode, parse and check the body, store, answer."""
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from flask import jsonify, request
@@ -28,60 +31,187 @@ KEPT_HEADERS = (
     "X-Atlassian-Webhook-Retry",
     "X-Atlassian-Webhook-Flow",
 )
+MAX_HEADER_CHARS = 1000
+# Real GitHub and Jira payloads nest a dozen levels at most; deeper is an attack on parsers.
+MAX_DEPTH = 100
+MAX_DELIVERY_ID_CHARS = 200
+MAX_NAME_CHARS = 100
+# The largest id PostgreSQL's BIGINT holds; GitHub's installation ids are far below it.
+MAX_INSTALLATION_ID = 2**63 - 1
+# Event and action names: `pull_request`, `jira:issue_created`, `comment_created`.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+# Delivery ids: GitHub GUIDs, Jira identifiers, our sha256:<hex>; printable ASCII, no spaces.
+_DELIVERY_ID = re.compile(r"[\x21-\x7e]+")
+_UTF16_32_BOMS = (
+    codecs.BOM_UTF32_LE,
+    codecs.BOM_UTF32_BE,
+    codecs.BOM_UTF16_LE,
+    codecs.BOM_UTF16_BE,
+)
 
 
-def require_json() -> tuple[Any, int] | None:
-    """415 unless the body is declared as JSON."""
+class Refused(Exception):
+    """A delivery refused at the edge: the HTTP status and a one-line reason naming the field."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def require_json() -> None:
+    """Refuse (415) a body not declared as JSON."""
     if request.mimetype != "application/json":
-        return error(
+        raise Refused(
             415,
             f"content type must be application/json, not {request.mimetype or 'missing'}; "
             "set the webhook's content type to application/json",
         )
-    return None
 
 
-def parse(body: bytes) -> tuple[dict[str, Any] | None, tuple[Any, int] | None]:
-    """The JSON object in ``body``, or a 400 response saying what is wrong."""
+def decode(body: bytes) -> str:
+    """The body as text: strict UTF-8, a leading byte-order mark dropped; else Refused (400)."""
+    if body.startswith(_UTF16_32_BOMS) and not body.startswith(codecs.BOM_UTF8):
+        raise Refused(400, "body is UTF-16 or UTF-32; webhook bodies must be UTF-8")
+    if body.startswith(codecs.BOM_UTF8):
+        body = body[len(codecs.BOM_UTF8) :]
     try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as problem:
-        return None, error(400, f"body is not valid JSON ({problem})")
+        return body.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        raise Refused(
+            400, f"body is not UTF-8 (invalid byte at position {problem.start})"
+        ) from None
+
+
+def parse(text: str) -> dict[str, Any]:
+    """The JSON object in ``text``, checked for depth and unpaired surrogates; else Refused."""
+    try:
+        payload = json.loads(text)
+    except RecursionError:
+        raise Refused(400, f"body is nested deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as problem:
+        raise Refused(
+            400,
+            f"body is not valid JSON ({problem.msg} at line {problem.lineno} "
+            f"column {problem.colno})",
+        ) from None
     if not isinstance(payload, dict):
-        return None, error(400, "body must be a JSON object")
-    return payload, None
+        raise Refused(400, "body must be a JSON object")
+    _check_tree(payload, surrogates="\\ud" in text.lower())
+    return payload
 
 
-def store(
-    *,
-    source: str,
-    event: str,
-    action: str | None,
-    delivery_id: str,
-    body: bytes,
-    installation_id: int | None = None,
-) -> tuple[Any, int]:
+def _check_tree(payload: dict[str, Any], *, surrogates: bool) -> None:
+    # Iterative, so no payload can exhaust the stack; strings are only checked for unpaired
+    # surrogates when the text has a \ud escape at all (strict UTF-8 rules out the rest).
+    stack: list[tuple[Any, int, str]] = [(payload, 1, "")]
+    while stack:
+        value, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Refused(400, f"body is nested deeper than {MAX_DEPTH} levels")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in items:
+            where = f"{path}.{key}" if path else str(key)
+            if surrogates:
+                for text in (key, child):
+                    if isinstance(text, str) and not _encodable(text):
+                        raise Refused(400, f"{where[:100]} holds an unpaired UTF-16 surrogate")
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1, where))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def name_field(value: object, field: str, *, required: bool) -> str | None:
+    """An event or action name: a short token, else Refused (400) naming ``field``."""
+    if value is None or value == "":
+        if required:
+            raise Refused(400, f"missing {field}")
+        return None
+    if not isinstance(value, str):
+        raise Refused(400, f"{field} must be a string")
+    value = value.strip()
+    if len(value) > MAX_NAME_CHARS or not _NAME.fullmatch(value):
+        raise Refused(400, f"{field} must be at most {MAX_NAME_CHARS} letters, digits or _ . : -")
+    return value
+
+
+def delivery_id_field(value: str, field: str) -> str:
+    """A delivery id: 1-200 printable ASCII characters without spaces, else Refused (400)."""
+    value = value.strip()
+    if not value:
+        raise Refused(400, f"missing {field}")
+    if len(value) > MAX_DELIVERY_ID_CHARS or not _DELIVERY_ID.fullmatch(value):
+        raise Refused(400, f"{field} must be 1-{MAX_DELIVERY_ID_CHARS} printable ASCII characters")
+    return value
+
+
+def installation_field(payload: dict[str, Any]) -> int | None:
+    """``installation.id`` of a GitHub payload: a positive 64-bit integer or absent."""
+    installation = payload.get("installation")
+    if installation is None:
+        return None
+    if not isinstance(installation, dict):
+        raise Refused(400, "installation must be an object")
+    value = installation.get("id")
+    if value is None:
+        return None
+    # bool is an int in Python; `true` is not an installation.
+    valid = isinstance(value, int) and not isinstance(value, bool)
+    if not valid or not 0 < value <= MAX_INSTALLATION_ID:
+        raise Refused(400, "installation.id must be a positive 64-bit integer")
+    return value
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What the inbox stores about a delivery besides its body, checked at the edge."""
+
+    source: str
+    event: str
+    action: str | None
+    delivery_id: str
+    installation_id: int | None = None
+
+
+def store(envelope: Envelope, text: str) -> tuple[Any, int]:
     """Insert the delivery if new; 202 when stored, 200 for a duplicate, 503 if the db is down."""
-    headers = {name: request.headers[name] for name in KEPT_HEADERS if name in request.headers}
-    with delivery_context(delivery_id):
+    headers = {
+        name: request.headers[name][:MAX_HEADER_CHARS]
+        for name in KEPT_HEADERS
+        if name in request.headers
+    }
+    with delivery_context(envelope.delivery_id):
         try:
             with db.transaction(runtime().engine) as session:
                 new = inbox.accept(
                     session,
-                    source=source,
-                    event=event,
-                    action=action,
-                    delivery_id=delivery_id,
-                    payload=body.decode("utf-8"),
+                    source=envelope.source,
+                    event=envelope.event,
+                    action=envelope.action,
+                    delivery_id=envelope.delivery_id,
+                    payload=text,
                     headers=headers,
-                    installation_id=installation_id,
+                    installation_id=envelope.installation_id,
                 )
         except (DatabaseUnavailable, exc.OperationalError, exc.InterfaceError) as problem:
             # 503 makes GitHub record a failed delivery (redeliverable) and Jira retry.
             log.error("cannot store delivery: %s", problem)
-            return error(503, "the playbook database is unavailable; retry the delivery later")
+            return database_down()
+        label = f"{envelope.event}{f'.{envelope.action}' if envelope.action else ''}"
         if not new:
-            log.info("duplicate %s delivery %s ignored", source, event)
-            return jsonify(status="duplicate", delivery=delivery_id), 200
-        log.info("accepted %s %s%s", source, event, f".{action}" if action else "")
-        return jsonify(status="accepted", delivery=delivery_id), 202
+            log.info("duplicate %s delivery %s ignored", envelope.source, label)
+            return jsonify(status="duplicate", delivery=envelope.delivery_id), 200
+        log.info("accepted %s %s", envelope.source, label)
+        return jsonify(status="accepted", delivery=envelope.delivery_id), 202
+
+
+def database_down() -> tuple[Any, int]:
+    """The answer while the database cannot be used: 503, and never where the database is."""
+    return error(503, "the playbook database is unavailable; retry the delivery later")

@@ -5,5 +5,5 @@ from bot.logs import configure_logging
 from webhooks.app import create_app
 
 settings = Settings()
-configure_logging(settings.log_level, settings.log_format)
+configure_logging(settings.log_level, settings.log_format, settings.secret_values())
 app = create_app(settings)

@@ -98,7 +98,8 @@ def main(ctx: click.Context, actor: str | None) -> None:
     ctx.obj = context
     ctx.call_on_close(context.close)
     try:
-        configure_logging(context.settings.log_level, context.settings.log_format)
+        settings = context.settings
+        configure_logging(settings.log_level, settings.log_format, settings.secret_values())
     except ValidationError as error:
         problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in error.errors())
         raise UserError(f"invalid setting ({problems})") from None

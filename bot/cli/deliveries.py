@@ -11,6 +11,14 @@ from playbook import inbox
 from playbook.models import DELIVERY_STATUSES, Delivery
 
 
+def _payload(text: str) -> object:
+    # A row stored before the receiver checked bodies may hold anything; show it as text.
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
 def delivery_json(delivery: Delivery, *, payload: bool = False) -> dict[str, object]:
     """An inbox row as a JSON-ready dict."""
     data: dict[str, object] = {
@@ -21,15 +29,18 @@ def delivery_json(delivery: Delivery, *, payload: bool = False) -> dict[str, obj
         "delivery_id": delivery.delivery_id,
         "installation_id": delivery.installation_id,
         "status": delivery.status,
+        "reason": delivery.reason,
         "attempts": delivery.attempts,
+        "error_kind": delivery.error_kind,
         "last_error": delivery.last_error,
         "received_at": delivery.received_at,
         "next_attempt_at": delivery.next_attempt_at,
         "processed_at": delivery.processed_at,
     }
     if payload:
+        data["traceback"] = delivery.last_traceback
         data["headers"] = delivery.headers
-        data["payload"] = json.loads(delivery.payload)
+        data["payload"] = _payload(delivery.payload)
     return data
 
 
@@ -52,12 +63,18 @@ def list_(ctx: Context, status: str | None, limit: int, as_json: bool) -> None:
         return
     if not rows:
         note("no deliveries")
+        return
+    click.echo(
+        f"{'ID':>6} {'SOURCE':<6} {'EVENT':<32} {'OUTCOME':<8} {'TRIES':>5} "
+        f"{'RECEIVED (UTC)':<19} {'DELIVERY':<36} WHY"
+    )
     for row in rows:
         name = f"{row.event}{f'.{row.action}' if row.action else ''}"
-        error = f"  {row.last_error.splitlines()[0][:60]}" if row.last_error else ""
+        why = row.reason if row.status == "ignored" else row.last_error
+        why = why.splitlines()[0][:80] if why and row.status != "done" else ""
         click.echo(
-            f"{row.id:>6} {row.source:<6} {name:<32} {row.status:<8} "
-            f"{row.attempts} {row.received_at:%Y-%m-%d %H:%M:%S} {row.delivery_id}{error}"
+            f"{row.id:>6} {row.source:<6} {name[:32]:<32} {row.status:<8} {row.attempts:>5} "
+            f"{row.received_at:%Y-%m-%d %H:%M:%S} {row.delivery_id[:36]:<36} {why}".rstrip()
         )
 
 

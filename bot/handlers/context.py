@@ -7,8 +7,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from bot import claims
 from bot.effects import TicketRef, log_effect
 from bot.github import NotConfigured
+from bot.outcomes import Ignored, PermanentError
 from playbook import clock
 from playbook.text import Ticket
 
@@ -19,9 +21,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-
-class PermanentError(Exception):
-    """A handler failure that retrying cannot fix (the delivery goes straight to dead)."""
+__all__ = ["Ignored", "PermanentError", "effect", "github_issue", "jira_ticket", "require", "when"]
 
 
 def require(payload: dict[str, Any], *path: str) -> Any:
@@ -57,7 +57,12 @@ def github_issue(event: Event) -> tuple[Ticket, TicketRef]:
 def effect(
     services: Services, ref: TicketRef, action: str, call: Callable[[], T]
 ) -> tuple[bool, T | None]:
-    """Run a side effect, logging it as done, or as skipped with the setting that enables it."""
+    """Run a side effect, logging it as done, or as skipped with the setting that enables it.
+
+    The delivery's lease is renewed first: a worker that lost its delivery to another
+    worker raises LeaseLost here instead of acting twice.
+    """
+    claims.check()
     try:
         result = call()
     except NotConfigured as missing:

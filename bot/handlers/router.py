@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.outcomes import PermanentError
 from playbook.models import Delivery
 
 
@@ -23,15 +24,27 @@ class Event:
     installation_id: int | None = None
 
     @classmethod
-    def from_delivery(cls, delivery: Delivery) -> Event:
-        """Parse an inbox row."""
+    def from_row(cls, row: Delivery | Any) -> Event:
+        """Parse an inbox row; a payload that is not a JSON object is a PermanentError.
+
+        The receiver refuses such bodies, but rows stored by older versions (a UTF-8 BOM,
+        say) or written by hand must end dead with the reason, not stop the worker.
+        """
+        try:
+            payload = json.loads(row.payload)
+        except RecursionError:
+            raise PermanentError("the stored payload is nested too deeply") from None
+        except ValueError as problem:
+            raise PermanentError(f"the stored payload is not valid JSON ({problem})") from None
+        if not isinstance(payload, dict):
+            raise PermanentError("the stored payload is not a JSON object")
         return cls(
-            source=delivery.source,
-            name=delivery.event,
-            action=delivery.action,
-            payload=json.loads(delivery.payload),
-            delivery_id=delivery.delivery_id,
-            installation_id=delivery.installation_id,
+            source=row.source,
+            name=row.event,
+            action=row.action,
+            payload=payload,
+            delivery_id=row.delivery_id,
+            installation_id=row.installation_id,
         )
 
 

@@ -1,0 +1,134 @@
+"""The deliveries a worker holds: leases renewed in the background, checked before side effects."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine
+
+from bot.outcomes import LeaseLost
+from playbook import db, heartbeats, inbox
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One delivery in a worker's hands: the inbox row, the worker and its lease."""
+
+    row_id: int
+    worker: str
+    lease: timedelta
+    engine: Engine
+
+    @property
+    def holder(self) -> str:
+        """The name reservations are made under: the delivery, whichever worker runs it."""
+        return f"delivery:{self.row_id}"
+
+
+# The delivery being handled in this thread; None outside the worker (CLI, backfill, demo).
+current: ContextVar[Claim | None] = ContextVar("current_claim", default=None)
+
+
+def check() -> None:
+    """Renew the current delivery's lease, or raise LeaseLost if another worker has it.
+
+    Called before every side effect: a worker whose lease ran out and whose delivery
+    another worker took must post nothing more for it.
+    """
+    claim = current.get()
+    if claim is None:
+        return
+    with db.transaction(claim.engine) as session:
+        owned = inbox.renew(session, [claim.row_id], claim.worker, claim.lease)
+    if claim.row_id not in owned:
+        raise LeaseLost(f"delivery {claim.row_id} is now another worker's")
+
+
+@contextmanager
+def handling(claim: Claim) -> Iterator[None]:
+    """Make ``claim`` the current delivery of this thread for the block."""
+    token = current.set(claim)
+    try:
+        yield
+    finally:
+        current.reset(token)
+
+
+class LeaseKeeper:
+    """Renews the leases of the rows a worker holds, and its heartbeat, every third of a lease.
+
+    Without renewal a handler slower than the lease (a slow GitHub, a long retry) would let
+    a second worker take the same row and act twice.
+    """
+
+    def __init__(self, engine: Engine, worker: str, lease: timedelta, started_at: datetime) -> None:
+        self.engine = engine
+        self.worker = worker
+        self.lease = lease
+        self.started_at = started_at
+        self.interval = max(min(lease.total_seconds() / 3, 10.0), 0.05)
+        self._held: set[int] = set()
+        self._lost: set[int] = set()
+        self._lock = threading.Lock()
+
+    def lost(self, row_id: int) -> bool:
+        """Whether renewal found ``row_id`` taken by another worker."""
+        with self._lock:
+            return row_id in self._lost
+
+    def release(self, row_id: int) -> None:
+        """Stop renewing a row once its outcome is recorded."""
+        with self._lock:
+            self._held.discard(row_id)
+
+    def renew_now(self) -> None:
+        """Renew every held row once and beat the heart; never raises."""
+        with self._lock:
+            held = set(self._held)
+        try:
+            if held:
+                with db.transaction(self.engine) as session:
+                    owned = inbox.renew(session, held, self.worker, self.lease)
+                with self._lock:
+                    self._lost |= held - owned
+                    self._held &= owned
+            heartbeats.beat(self.engine, self.worker, self.started_at)
+        except Exception as error:  # a database blip: try again next time round
+            log.warning("lease renewal failed: %s", type(error).__name__)
+
+    @contextmanager
+    def holding(self, row_ids: list[int]) -> Iterator[None]:
+        """Renew ``row_ids`` in a background thread for the duration of the block."""
+        with self._lock:
+            self._held = set(row_ids)
+            self._lost = set()
+        stop = threading.Event()
+
+        def keep() -> None:
+            while not stop.wait(self.interval):
+                self.renew_now()
+
+        thread = threading.Thread(target=keep, name=f"lease-keeper-{self.worker}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=self.interval + 5)
+            with self._lock:
+                self._held = set()
+
+    def beat(self) -> None:
+        """Record the worker's heartbeat; never raises."""
+        try:
+            heartbeats.beat(self.engine, self.worker, self.started_at)
+        except Exception as error:
+            log.warning("heartbeat failed: %s", type(error).__name__)
