@@ -9,7 +9,7 @@ from bot.config import Settings
 from bot.github import GitHubClients
 from bot.jira import JiraClient
 from playbook import db
-from playbook.errors import PlaybookError
+from playbook.errors import DatabaseUnavailable, PlaybookError
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,9 @@ def run_checks(settings: Settings) -> Iterator[Check]:
         finally:
             engine.dispose()  # the check is all doctor needs the database for
         if current == db.SCHEMA_HEAD:
-            yield Check("database", "ok", f"{engine.url.render_as_string()} at schema {current}")
+            # Backend and name only: the URL may carry a user and a password.
+            where = f"{engine.url.get_backend_name()} database {engine.url.database}"
+            yield Check("database", "ok", f"{where} at schema {current}")
         else:
             yield Check(
                 "database",
@@ -43,7 +45,7 @@ def run_checks(settings: Settings) -> Iterator[Check]:
                 f"schema is {current or 'empty'}, needs {db.SCHEMA_HEAD}: "
                 "run `playbook-bot db upgrade`",
             )
-    except PlaybookError as error:
+    except (PlaybookError, DatabaseUnavailable) as error:
         yield Check("database", "fail", str(error))
 
     if settings.github_webhook_secret:

@@ -23,5 +23,10 @@ class InvalidInput(PlaybookError):
     """A value that does not fit the field it was given for."""
 
 
-class DatabaseUnavailable(PlaybookError):
-    """The database cannot be reached or is not at the schema this code needs."""
+class DatabaseUnavailable(Exception):
+    """The database cannot be reached or is not at the schema this code needs.
+
+    Not a PlaybookError on purpose: code that answers a user's mistake with PlaybookError's
+    message (a reply on a ticket, a 4xx, an import row's error) must not treat an outage as
+    that user's mistake; it is retried, or shown as the service being unavailable.
+    """

@@ -344,7 +344,7 @@ def record_shown(
 
 
 def _shown_key(ticket_key: str, bullet_id: str) -> str:
-    return hashlib.sha256(f"shown:{ticket_key}:{bullet_id}".encode()).hexdigest()
+    return usage.once_key("loaded", ticket_key, bullet_id)
 
 
 def _load_key(query_id: str, bullet_id: str) -> str:

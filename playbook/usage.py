@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, fields
 from playbook.errors import BulletNotFound, InvalidInput
 from playbook.models import EVENT_KINDS, Bullet, UsageEvent
 
@@ -52,16 +52,30 @@ def record(
             raise BulletNotFound(bullet_id)
     when = clock.to_utc(ts) if ts is not None else clock.now()
     keys = list(dedup_keys) if dedup_keys is not None else [None] * len(ids)
-    seen = (
-        set(session.scalars(select(UsageEvent.dedup_key).where(UsageEvent.dedup_key.in_(keys))))
+    seen: dict[str, tuple[int, bool | None]] = (
+        {
+            key: (event_id, outcome)
+            for event_id, key, outcome in session.execute(
+                select(UsageEvent.id, UsageEvent.dedup_key, UsageEvent.success).where(
+                    UsageEvent.dedup_key.in_([k for k in keys if k])
+                )
+            )
+        }
         if any(keys)
-        else set()
+        else {}
     )
     events = []
     for position, bullet_id in enumerate(ids):
         key = keys[position]
         if key is not None and key in seen:
+            # Recorded before: the same evidence again adds nothing, but a cite whose
+            # outcome was unknown takes the outcome this report brings.
+            event_id, outcome = seen[key]
+            if kind == "cited" and success is not None and outcome is not success:
+                settle(session, [event_id], success)
             continue
+        if key is not None:
+            seen[key] = (0, success)  # a list naming one id twice records it once
         rank = ranks[position] if ranks is not None else None
         event = UsageEvent(
             kind=kind,
@@ -210,13 +224,19 @@ class AgentEvent:
     query_id: str | None = None
 
 
-def _optional_text(data: dict[str, Any], *names: str) -> str | None:
+# Ranks are positions in a list of lessons; anything beyond this is not a rank.
+MAX_RANK = 10_000
+# Lesson ids one event may name (after repeats are dropped).
+MAX_IDS_PER_EVENT = 200
+
+
+def _optional_text(data: dict[str, Any], max_chars: int, *names: str) -> str | None:
     for name in names:
         value = data.get(name)
         if value is not None:
-            if not isinstance(value, str | int):
+            if isinstance(value, bool) or not isinstance(value, str | int):
                 raise InvalidInput(f"{name} must be a string")
-            return str(value).strip() or None
+            return fields.bounded(str(value).strip(), name, max_chars) or None
     return None
 
 
@@ -238,12 +258,20 @@ def parse_agent_event(data: Any) -> AgentEvent:
         or not all(isinstance(i, str) and i.strip() for i in ids)
     ):
         raise InvalidInput("lessonIds must be a non-empty list of bullet ids")
+    # A list naming pb-1 5,000 times is one mention of pb-1.
+    unique = list(
+        dict.fromkeys(fields.bounded(i.strip(), "lessonIds", fields.BULLET_ID_CHARS) for i in ids)
+    )
+    if len(unique) > MAX_IDS_PER_EVENT:
+        raise InvalidInput(f"lessonIds names more than {MAX_IDS_PER_EVENT} lessons")
     success = data.get("phaseSuccess", data.get("success"))
     if success is not None and not isinstance(success, bool):
         raise InvalidInput("phaseSuccess must be true, false or absent")
     rank = data.get("rank")
-    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
-        raise InvalidInput("rank must be an integer")
+    if rank is not None and (
+        isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_RANK
+    ):
+        raise InvalidInput(f"rank must be an integer from 0 to {MAX_RANK}")
     ts = None
     if data.get("ts") is not None:
         try:
@@ -252,14 +280,14 @@ def parse_agent_event(data: Any) -> AgentEvent:
             raise InvalidInput(f"ts {data['ts']!r} is not an ISO 8601 time or epoch") from None
     return AgentEvent(
         kind=kind,
-        bullet_ids=tuple(i.strip() for i in ids),
-        ticket_key=_optional_text(data, "ticketId", "ticket"),
-        phase=_optional_text(data, "phase"),
-        consumer=_optional_text(data, "consumer"),
+        bullet_ids=tuple(unique),
+        ticket_key=_optional_text(data, fields.TICKET_KEY_CHARS, "ticketId", "ticket"),
+        phase=_optional_text(data, fields.PHASE_CHARS, "phase"),
+        consumer=_optional_text(data, fields.CONSUMER_CHARS, "consumer"),
         success=success if kind == "cited" else None,
         ts=ts,
         rank=rank,
-        query_id=_optional_text(data, "queryId", "query_id"),
+        query_id=_optional_text(data, fields.QUERY_ID_CHARS, "queryId", "query_id"),
     )
 
 
@@ -268,10 +296,25 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def once_key(kind: str, subject: str, bullet_id: str) -> str:
+    """The dedup key that makes a load or cite count once per ticket (or PR) and lesson."""
+    return _digest(f"{'shown' if kind == 'loaded' else 'cite'}:{subject}:{bullet_id}")
+
+
 def record_agent_event(
     session: Session, event: AgentEvent, dedup_key: str | None = None
 ) -> list[UsageEvent]:
-    """Record a parsed agent event (one usage event per bullet id)."""
+    """Record a parsed agent event (one usage event per bullet id).
+
+    With a ticket, each (ticket, lesson, kind) counts once however often an agent
+    reports it; without one, ``dedup_key`` (the request's Idempotency-Key) makes a
+    resent request record nothing twice.
+    """
+    keys: list[str | None] | None = None
+    if event.ticket_key:
+        keys = [once_key(event.kind, event.ticket_key, i) for i in event.bullet_ids]
+    elif dedup_key:
+        keys = [_digest(f"{dedup_key}:{i}") for i in event.bullet_ids]
     return record(
         session,
         event.kind,
@@ -283,5 +326,5 @@ def record_agent_event(
         ranks=[event.rank] * len(event.bullet_ids) if event.rank is not None else None,
         query_id=event.query_id,
         ts=event.ts,
-        dedup_keys=[_digest(f"{dedup_key}:{i}") for i in event.bullet_ids] if dedup_key else None,
+        dedup_keys=keys,
     )

@@ -6,12 +6,16 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from playbook import db, lifecycle, usage
-from playbook.errors import BulletNotFound, PlaybookError
+from playbook import db, fields, lifecycle, usage
+from playbook.errors import BulletNotFound, InvalidInput, PlaybookError
 from webhooks import signatures
 from webhooks.app import error, runtime
+from webhooks.intake import decode, parse
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
+# One request's events, and the length of its Idempotency-Key.
+MAX_EVENTS = 1000
+MAX_KEY_CHARS = 200
 
 
 @blueprint.before_request
@@ -28,6 +32,10 @@ def _authenticate() -> tuple[Any, int] | None:
 @blueprint.get("/bullets/<bullet_id>")
 def get_bullet(bullet_id: str) -> tuple[Any, int]:
     """One bullet with its counters."""
+    try:
+        fields.bounded(bullet_id, "bullet id", fields.BULLET_ID_CHARS)
+    except InvalidInput as problem:
+        return error(400, str(problem))
     try:
         with db.transaction(runtime().engine) as session:
             bullet = lifecycle.get(session, bullet_id)
@@ -49,10 +57,10 @@ def post_usage() -> tuple[Any, int]:
     """
     if request.mimetype != "application/json":
         return error(415, "send the events as application/json")
-    body = request.get_json(silent=True)
-    if body is None:
-        return error(400, "body is not valid JSON")
+    body = parse(decode(request.get_data(cache=True)), lists=True)
     items = body if isinstance(body, list) else [body]
+    if len(items) > MAX_EVENTS:
+        return error(400, f"at most {MAX_EVENTS} events per request")
     if not items:
         return error(400, "no events in the body")
     events = []
@@ -62,6 +70,8 @@ def post_usage() -> tuple[Any, int]:
         except PlaybookError as problem:
             return error(400, f"event {position}: {problem}")
     key = request.headers.get("Idempotency-Key", "").strip() or None
+    if key is not None and (len(key) > MAX_KEY_CHARS or not key.isascii()):
+        return error(400, f"Idempotency-Key must be at most {MAX_KEY_CHARS} ASCII characters")
     recorded = 0
     try:
         with db.transaction(runtime().engine) as session:

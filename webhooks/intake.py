@@ -83,8 +83,10 @@ def decode(body: bytes) -> str:
         ) from None
 
 
-def parse(text: str) -> dict[str, Any]:
-    """The JSON object in ``text``, checked for depth and unpaired surrogates; else Refused."""
+def parse(text: str, *, lists: bool = False) -> Any:
+    """The JSON object (or with ``lists``, array) in ``text``, checked for depth and unpaired
+    surrogates; else Refused (400) with the reason.
+    """
     try:
         payload = json.loads(text)
     except RecursionError:
@@ -95,13 +97,13 @@ def parse(text: str) -> dict[str, Any]:
             f"body is not valid JSON ({problem.msg} at line {problem.lineno} "
             f"column {problem.colno})",
         ) from None
-    if not isinstance(payload, dict):
-        raise Refused(400, "body must be a JSON object")
+    if not isinstance(payload, dict) and not (lists and isinstance(payload, list)):
+        raise Refused(400, f"body must be a JSON object{' or array' if lists else ''}")
     _check_tree(payload, surrogates="\\ud" in text.lower())
     return payload
 
 
-def _check_tree(payload: dict[str, Any], *, surrogates: bool) -> None:
+def _check_tree(payload: dict[str, Any] | list[Any], *, surrogates: bool) -> None:
     # Iterative, so no payload can exhaust the stack; strings are only checked for unpaired
     # surrogates when the text has a \ud escape at all (strict UTF-8 rules out the rest).
     stack: list[tuple[Any, int, str]] = [(payload, 1, "")]

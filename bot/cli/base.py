@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from bot.config import Settings
 from bot.logs import configure_logging
 from playbook import db
-from playbook.errors import PlaybookError
+from playbook.errors import DatabaseUnavailable, PlaybookError
 
 
 class UserError(click.ClickException):
@@ -39,7 +39,7 @@ class PlaybookGroup(click.Group):
         """Run the command, translating expected failures into one clear sentence."""
         try:
             return super().invoke(ctx)
-        except PlaybookError as error:
+        except (PlaybookError, DatabaseUnavailable) as error:
             raise UserError(str(error)) from None
         except ValidationError as error:
             problems = "; ".join(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +74,7 @@ def cite(session: Session, pr_key: str, ticket: str | None, text: str | None, or
         phase=origin,
         consumer="github",
         pr_key=pr_key,
-        dedup_keys=[hashlib.sha256(f"cite:{pr_key}:{i}".encode()).hexdigest() for i in ids],
+        dedup_keys=[usage.once_key("cited", pr_key, i) for i in ids],
     )
     return len(events)
 
