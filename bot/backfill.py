@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from bot.handlers.pull_requests import apply_pull_request
+from bot.handlers.context import Ignored
+from bot.handlers.pull_requests import Closer, apply_pull_request
 from bot.worker import Services
 from playbook import clock
 from playbook.tracking import PullRequestState
@@ -21,6 +22,7 @@ class BackfillReport:
     seen: int = 0
     merged: int = 0
     closed_unmerged: int = 0
+    ignored: list[str] = field(default_factory=list)
 
 
 def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
@@ -36,11 +38,17 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
     client = github.for_installation(installation_id)
     cutoff: datetime = clock.now() - since
     report = BackfillReport()
-    pulls = client.get_repo(repo).get_pulls(state="closed", sort="updated", direction="desc")
+    repository = client.get_repo(repo)
+    pulls = repository.get_pulls(state="closed", sort="updated", direction="desc")
+    window = []
     for pull in pulls:
-        updated = clock.to_utc(pull.updated_at)
-        if updated < cutoff:
+        if clock.to_utc(pull.updated_at) < cutoff:
             break  # sorted by update time: everything after is older still
+        window.append(pull)
+    # Oldest closing first, as the webhooks arrived: a later merge for a ticket must win
+    # over an earlier rejection, whatever order the API lists them in.
+    window.sort(key=lambda pull: clock.to_utc(pull.merged_at or pull.closed_at or pull.updated_at))
+    for pull in window:
         state = "merged" if pull.merged_at else "closed"
         seen = PullRequestState(
             key=f"{repo}#{pull.number}",
@@ -50,13 +58,25 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
             head_ref=pull.head.ref if pull.head else "",
             url=pull.html_url,
             state=state,
-            updated_at=updated,
+            updated_at=clock.to_utc(pull.updated_at),
             closed_at=clock.to_utc(pull.closed_at) if pull.closed_at else None,
             merged_at=clock.to_utc(pull.merged_at) if pull.merged_at else None,
             installation_id=installation_id,
         )
+        closer = None
+        if state == "closed":
+            # The pulls API does not say who closed a PR; its issue does.
+            by = repository.get_issue(pull.number).closed_by
+            closer = Closer(
+                login=by.login if by else None,
+                is_bot=bool(by and by.type == "Bot"),
+                opener=pull.user.login if pull.user else None,
+            )
         labels = [label.name for label in pull.labels or []]
-        apply_pull_request(services, seen, pull.body, labels)
+        try:
+            apply_pull_request(services, seen, pull.body, labels, closer)
+        except Ignored as why:
+            report.ignored.append(str(why))
         report.seen += 1
         if state == "merged":
             report.merged += 1

@@ -137,6 +137,11 @@ class Settings(BaseSettings):
         "always", validation_alias="PLAYBOOK_DEMOTE_POLICY"
     )
     review_label: str = Field("needs-human-review", validation_alias="PLAYBOOK_REVIEW_LABEL")
+    agent_logins: str = Field(
+        "",
+        validation_alias="PLAYBOOK_AGENT_LOGINS",
+        description="GitHub logins of agents whose closing of their own PR counts as rejection.",
+    )
     # Scheduled upkeep inside `serve` and `worker` (crontab syntax, UTC).
     scheduler_enabled: bool = Field(True, validation_alias="PLAYBOOK_SCHEDULER")
     prune_schedule: str = Field("0 3 * * *", validation_alias="PLAYBOOK_PRUNE_SCHEDULE")
@@ -176,8 +181,13 @@ class Settings(BaseSettings):
 
     @property
     def jira_allowed(self) -> set[str]:
-        """The Jira users allowed to change the playbook, lower-cased."""
-        return {u.strip().lower() for u in self.jira_allowed_users.split(",") if u.strip()}
+        """The Jira account ids / user keys that may change the playbook, as Jira spells them."""
+        return {u.strip() for u in self.jira_allowed_users.split(",") if u.strip()}
+
+    @property
+    def agents(self) -> set[str]:
+        """PLAYBOOK_AGENT_LOGINS, lower-cased (GitHub logins are case-insensitive)."""
+        return {u.strip().lower() for u in self.agent_logins.split(",") if u.strip()}
 
     @field_validator("prune_schedule", "reconcile_schedule", "retry_schedule")
     @classmethod

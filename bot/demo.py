@@ -130,11 +130,11 @@ def _pull(
             "html_url": f"https://github.com/{REPO}/pull/{number}",
             "head": {"ref": f"agent/{title.split(':', maxsplit=1)[0].lower()}"},
             "labels": [],
-            "user": {"login": "coding-agent[bot]"},
+            "user": {"login": "coding-agent[bot]", "type": "Bot"},
         },
         "repository": {"full_name": REPO, "name": REPO.split("/")[1]},
         "installation": {"id": 1},
-        "sender": {"login": "coding-agent[bot]"},
+        "sender": {"login": "coding-agent[bot]", "type": "Bot"},
     }
 
 
@@ -184,6 +184,19 @@ def deliveries() -> list[tuple[str, str, dict[str, Any]]]:
                 merged=True,
                 updated="2026-11-03T10:00:00Z",
             ),
+        ),
+        (
+            "jira",
+            "comment_created",
+            {
+                "webhookEvent": "comment_created",
+                "issue": second,
+                "comment": {
+                    "id": "10071",
+                    "body": "/lesson Confirmation emails go through the outbox table; only the outbox worker calls the mail API.",
+                    "author": {"accountId": "dana", "displayName": "Dana Reyes"},
+                },
+            },
         ),
         (
             "github",

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
-from bot.jira import JiraClient
+from bot.jira import JiraAuthor, JiraClient, author_of
 from bot.logs import current_delivery
 from playbook import clock, db
 from playbook.models import SideEffect
@@ -41,20 +41,33 @@ class TicketRef:
         return cls("jira", key)
 
 
+@dataclass(frozen=True)
+class JiraCommentSeen:
+    """A Jira comment as Jira's API reports it: the author to trust, and the text."""
+
+    author: JiraAuthor
+    body: str
+
+
 class Effects(Protocol):
     """What handlers may do outside the database."""
 
-    def upsert_comment(self, ref: TicketRef, body: str, existing_id: str | None) -> str | None:
-        """Post a comment, or edit ``existing_id``; returns the comment id."""
+    def upsert_comment(
+        self, ref: TicketRef, body: str, existing_id: str | None, *, marker: str, adopt: bool
+    ) -> str:
+        """Edit ``existing_id``, or with ``adopt`` the bot's comment carrying ``marker`` if
+        one exists, or post a new one carrying it; returns the comment id."""
 
-    def reply(self, ref: TicketRef, body: str) -> None:
-        """Post a one-off reply."""
-
-    def can_change_playbook(self, ref: TicketRef, user: str) -> bool:
+    def can_change_playbook(self, ref: TicketRef, user: str | JiraAuthor) -> bool:
         """Whether ``user`` may change the playbook from this ticket."""
 
     def flagged_for_review(self, ref: TicketRef) -> bool:
         """Whether the ticket carries the human-review flag."""
+
+    def jira_comment(
+        self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen
+    ) -> JiraCommentSeen | None:
+        """The comment as Jira has it (None if Jira has no such comment)."""
 
 
 def log_effect(
@@ -87,38 +100,76 @@ class LiveEffects:
         client = self.github.for_installation(ref.installation_id)
         return client.get_repo(ref.repo or "").get_issue(ref.number or 0)
 
-    def upsert_comment(self, ref: TicketRef, body: str, existing_id: str | None) -> str | None:
-        """Post or edit the bot's comment; a comment deleted by a person is posted anew."""
+    def upsert_comment(
+        self, ref: TicketRef, body: str, existing_id: str | None, *, marker: str, adopt: bool
+    ) -> str:
+        """Edit, adopt or post the bot's comment; a comment deleted by a person is posted anew."""
         if ref.target == "jira":
-            client = self.jira.client()
-            if existing_id:
-                try:
-                    client.comment(ref.key, existing_id).update(body=body)
-                    return existing_id
-                except JIRAError as error:
-                    if error.status_code != 404:
-                        raise
-            return str(client.add_comment(ref.key, body).id)
+            return self._jira_upsert(ref, body, existing_id, marker, adopt)
+        return self._github_upsert(ref, body, existing_id, marker, adopt)
+
+    def _github_upsert(
+        self, ref: TicketRef, body: str, existing_id: str | None, marker: str, adopt: bool
+    ) -> str:
+        hidden = f"<!-- {marker} -->"
+        text = body if hidden in body else f"{body}\n{hidden}"
         issue = self._issue(ref)
         if existing_id:
             try:
-                issue.get_comment(int(existing_id)).edit(body)
+                comment = issue.get_comment(int(existing_id))
+                if comment.body != text:
+                    comment.edit(text)
                 return existing_id
             except UnknownObjectException:
-                pass
-        return str(issue.create_comment(body).id)
+                pass  # a person deleted it: post it again
+        if adopt:
+            # The last attempt's outcome is unknown (a timeout, a kill): the comment may be
+            # there already. Only the bot's own login counts, since anyone can type a marker.
+            mine = self.github.bot_login(ref.installation_id)
+            for comment in issue.get_comments():
+                if comment.user.login == mine and hidden in (comment.body or ""):
+                    log.info("adopted comment %s on %s", comment.id, ref.key)
+                    if comment.body != text:
+                        comment.edit(text)
+                    return str(comment.id)
+        return str(issue.create_comment(text).id)
 
-    def reply(self, ref: TicketRef, body: str) -> None:
-        """Post a reply comment."""
-        if ref.target == "jira":
-            self.jira.client().add_comment(ref.key, body)
-        else:
-            self._issue(ref).create_comment(body)
+    def _jira_upsert(
+        self, ref: TicketRef, body: str, existing_id: str | None, marker: str, adopt: bool
+    ) -> str:
+        client = self.jira.client()
+        if existing_id:
+            try:
+                comment = client.comment(ref.key, existing_id)
+                if comment.body != body:
+                    comment.update(body=body)
+                return existing_id
+            except JIRAError as error:
+                if error.status_code != 404:
+                    raise
+        if adopt:
+            me = self.jira.myself()
+            for comment in self.jira.comments(ref.key):
+                author = author_of(comment.get("author"))
+                if not author.ids & me.ids and author.name != me.name:
+                    continue
+                if self.jira.marker_of(str(comment["id"])) == marker:
+                    log.info("adopted comment %s on %s", comment["id"], ref.key)
+                    if comment.get("body") != body:
+                        client.comment(ref.key, str(comment["id"])).update(body=body)
+                    return str(comment["id"])
+        return self.jira.add_comment(ref.key, body, marker)
 
-    def can_change_playbook(self, ref: TicketRef, user: str) -> bool:
-        """Write access on the repo (GitHub) or a listed user (Jira)."""
-        if ref.target == "jira":
-            return user.lower() in self.settings.jira_allowed
+    def can_change_playbook(self, ref: TicketRef, user: str | JiraAuthor) -> bool:
+        """Write access on the repo (GitHub); a listed id or a project permission (Jira)."""
+        if isinstance(user, JiraAuthor):
+            # Account ids (Cloud) and user keys (Data Center) only: an email or a display
+            # name is something a person can set for themselves.
+            if user.ids & self.settings.jira_allowed:
+                return True
+            permission = self.settings.jira_permission
+            project = ref.key.rsplit("-", 1)[0]
+            return bool(permission) and self.jira.has_permission(project, user, permission)
         client = self.github.for_installation(ref.installation_id)
         try:
             permission = client.get_repo(ref.repo or "").get_collaborator_permission(user)
@@ -143,37 +194,70 @@ class LiveEffects:
         ids = [f["id"] for f in self.jira.client().fields() if f["name"] == field_name]
         return any(getattr(issue.fields, field_id, None) not in (None, "", []) for field_id in ids)
 
+    def jira_comment(
+        self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen
+    ) -> JiraCommentSeen | None:
+        """Read the comment back from Jira: its author and text are Jira's, not the payload's."""
+        try:
+            raw = self.jira.comment(ref.key, comment_id)
+        except JIRAError as error:
+            if error.status_code == 404:
+                return None
+            raise
+        body = raw.get("body") if isinstance(raw.get("body"), str) else ""
+        return JiraCommentSeen(author_of(raw.get("author")), body)
+
 
 @dataclass
 class DryRunEffects:
-    """Prints (and keeps) what would be posted; used by `demo` and for trying the bot out."""
+    """Prints (and keeps) what would be posted; used by `demo` and for trying the bot out.
+
+    Offline, nothing can be checked against GitHub or Jira: comments are taken as the
+    payload says, and only the users named in ``writers`` may change the playbook.
+    """
 
     echo: bool = True
     posted: list[tuple[str, str, str]] = field(default_factory=list)
     writers: set[str] = field(default_factory=set)
     flagged: set[str] = field(default_factory=set)
+    markers: dict[str, str] = field(default_factory=dict)
 
-    def upsert_comment(self, ref: TicketRef, body: str, existing_id: str | None) -> str | None:
+    def upsert_comment(
+        self, ref: TicketRef, body: str, existing_id: str | None, *, marker: str, adopt: bool
+    ) -> str:
         """Record the comment instead of posting it."""
+        if existing_id is None and adopt and marker in self.markers:
+            existing_id = self.markers[marker]
         action = "edit comment" if existing_id else "comment"
         self.posted.append((action, ref.key, body))
         if self.echo:
             print(f"\n--- would {action} on {ref.key} ({ref.target}) ---\n{body}\n")
-        return existing_id or f"dry-run-{len(self.posted)}"
+        comment_id = existing_id or f"dry-run-{len(self.posted)}"
+        self.markers[marker] = comment_id
+        return comment_id
 
-    def reply(self, ref: TicketRef, body: str) -> None:
-        """Record the reply instead of posting it."""
-        self.posted.append(("reply", ref.key, body))
-        if self.echo:
-            print(f"\n--- would reply on {ref.key} ---\n{body}\n")
-
-    def can_change_playbook(self, ref: TicketRef, user: str) -> bool:
+    def can_change_playbook(self, ref: TicketRef, user: str | JiraAuthor) -> bool:
         """Only the users named in ``writers``."""
-        return user in self.writers
+        names = user.ids if isinstance(user, JiraAuthor) else {user}
+        return bool(names & self.writers)
 
     def flagged_for_review(self, ref: TicketRef) -> bool:
         """Only the tickets named in ``flagged``."""
         return ref.key in self.flagged
 
+    def jira_comment(
+        self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen
+    ) -> JiraCommentSeen | None:
+        """The comment as the payload claims it (a dry run has no Jira to ask)."""
+        return claimed
 
-__all__ = ["DryRunEffects", "Effects", "LiveEffects", "NotConfigured", "TicketRef", "log_effect"]
+
+__all__ = [
+    "DryRunEffects",
+    "Effects",
+    "JiraCommentSeen",
+    "LiveEffects",
+    "NotConfigured",
+    "TicketRef",
+    "log_effect",
+]

@@ -28,6 +28,7 @@ class GitHubClients:
         self._lock = threading.Lock()
         self._clients: dict[int | None, Github] = {}
         self._integration: GithubIntegration | None = None
+        self._logins: dict[bool, str] = {}
 
     @property
     def configured(self) -> bool:
@@ -110,6 +111,23 @@ class GitHubClients:
             raise NotConfigured("this delivery has no installation id and GITHUB_TOKEN is not set")
         with self._lock:
             return self._clients.setdefault(key, client)
+
+    def bot_login(self, installation_id: int | None) -> str:
+        """The login the bot's comments carry: ``<app-slug>[bot]``, or the token's owner.
+
+        Only comments by this login can be the bot's own: anyone can write the marker.
+        """
+        use_app = bool(self.settings.github_app_id) and installation_id is not None
+        with self._lock:
+            known = self._logins.get(use_app)
+        if known is not None:
+            return known
+        if use_app:
+            login = f"{self.integration().get_app().slug}[bot]"
+        else:
+            login = self.for_installation(installation_id).get_user().login
+        with self._lock:
+            return self._logins.setdefault(use_app, login)
 
     def forget(self, installation_id: int) -> None:
         """Drop the cached client of a removed installation."""

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 from jira import JIRA
 
 from bot.config import Settings
 from bot.github import NotConfigured
+
+# The comment property the bot marks its own comments with (Jira wiki markup has no hidden
+# comment syntax, but every comment can carry properties, set in the same POST).
+PROPERTY = "playbook-bot"
+
+
+@dataclass(frozen=True)
+class JiraAuthor:
+    """Who wrote a comment, as Jira's API says: ids to match settings against, and a name."""
+
+    ids: frozenset[str]  # accountId (Cloud), key and name (Data Center)
+    account_id: str | None
+    name: str | None
+    display: str
+
+
+def author_of(raw: dict[str, Any] | None) -> JiraAuthor:
+    """The author of a comment in Jira's REST shape."""
+    raw = raw or {}
+    account_id = raw.get("accountId") if isinstance(raw.get("accountId"), str) else None
+    key = raw.get("key") if isinstance(raw.get("key"), str) else None
+    name = raw.get("name") if isinstance(raw.get("name"), str) else None
+    return JiraAuthor(
+        ids=frozenset(v for v in (account_id, key) if v),
+        account_id=account_id,
+        name=name,
+        display=str(raw.get("displayName") or name or account_id or "someone"),
+    )
 
 
 class JiraClient:
@@ -17,6 +48,7 @@ class JiraClient:
         self.settings = settings
         self._lock = threading.Lock()
         self._client: JIRA | None = None
+        self._myself: JiraAuthor | None = None
 
     def missing(self) -> str | None:
         """The settings to set for Jira calls to work, or None when they are set."""
@@ -55,3 +87,64 @@ class JiraClient:
                     **auth,  # type: ignore[arg-type]
                 )
             return self._client
+
+    def myself(self) -> JiraAuthor:
+        """The bot's own Jira account (cached): only its comments can be the bot's."""
+        if self._myself is None:
+            self._myself = author_of(self.client().myself())
+        return self._myself
+
+    def comments(self, key: str) -> list[dict[str, Any]]:
+        """Every comment on an issue, in Jira's REST shape, page by page."""
+        client = self.client()
+        found: list[dict[str, Any]] = []
+        while True:
+            page = client._get_json(
+                f"issue/{key}/comment", params={"startAt": len(found), "maxResults": 100}
+            )
+            items = page.get("comments") or []
+            found.extend(items)
+            if not items or len(found) >= int(page.get("total") or 0):
+                return found
+
+    def comment(self, key: str, comment_id: str) -> dict[str, Any]:
+        """One comment as Jira has it (author and body from Jira itself, not a payload)."""
+        return self.client()._get_json(f"issue/{key}/comment/{comment_id}")
+
+    def marker_of(self, comment_id: str) -> str | None:
+        """The bot's marker stored on a comment, or None."""
+        client = self.client()
+        response = client._session.get(
+            client._get_url(f"comment/{comment_id}/properties/{PROPERTY}")
+        )
+        value = json.loads(response.text or "{}").get("value") or {}
+        marker = value.get("marker") if isinstance(value, dict) else None
+        return marker if isinstance(marker, str) else None
+
+    def add_comment(self, key: str, body: str, marker: str) -> str:
+        """Post a comment carrying ``marker`` as a comment property; returns its id.
+
+        The property travels in the same POST (as the jira library does for service-desk
+        visibility), so a comment never exists without its marker.
+        """
+        client = self.client()
+        data = {"body": body, "properties": [{"key": PROPERTY, "value": {"marker": marker}}]}
+        response = client._session.post(
+            client._get_url(f"issue/{key}/comment"), data=json.dumps(data)
+        )
+        return str(json.loads(response.text)["id"])
+
+    def has_permission(self, project: str, author: JiraAuthor, permission: str) -> bool:
+        """Whether ``author`` holds a project permission (Jira's "find users with permissions").
+
+        Needs the bot account to see users of the project (Administer Projects there).
+        """
+        params: dict[str, str] = {"permissions": permission, "projectKey": project}
+        if author.account_id:
+            params["accountId"] = author.account_id
+        elif author.name:
+            params["username"] = author.name
+        else:
+            return False
+        users = self.client()._get_json("user/permission/search", params=params)
+        return any(author_of(user).ids & author.ids for user in users if isinstance(user, dict))

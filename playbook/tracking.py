@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock, lifecycle, usage
-from playbook.models import Bullet, PullRequest, TicketLink, UsageEvent
+from playbook.models import Bullet, PullRequest, Revision, TicketLink, UsageEvent
 
 DEMOTED_UNMERGED = "pr_closed_unmerged"
 
@@ -133,8 +133,42 @@ class Outcome:
     kept_because: dict[str, str]
 
 
+# Revisions that change a bullet's status; one made by a person after a PR's closing means the
+# person's word is newer than that evidence.
+STATUS_ACTIONS = ("approve", "deprecate", "archive", "restore", "revert")
+
+
+def changed_by_hand_since(session: Session, bullet_id: str, since: datetime, bot: str) -> bool:
+    """Whether someone other than ``bot`` changed the bullet's status after ``since``."""
+    return (
+        session.scalars(
+            select(Revision.id).where(
+                Revision.bullet_id == bullet_id,
+                Revision.action.in_(STATUS_ACTIONS),
+                Revision.at > since,
+                Revision.actor.not_like(f"{bot}%"),
+            )
+        ).first()
+        is not None
+    )
+
+
+def _from_other_pull(session: Session, bullet: Bullet, pull: PullRequest) -> PullRequest | None:
+    # A lesson captured from a PR's Lessons section belongs to that PR: another PR for the
+    # same ticket merging says nothing about it.
+    if bullet.source != "pr_body" or not bullet.source_url or bullet.source_url == pull.url:
+        return None
+    source = session.scalars(select(PullRequest).where(PullRequest.url == bullet.source_url))
+    return source.first()
+
+
 def apply_outcome(
-    session: Session, pull: PullRequest, *, actor: str, demote: bool = True
+    session: Session,
+    pull: PullRequest,
+    *,
+    actor: str,
+    demote: bool = True,
+    evidence_at: datetime | None = None,
 ) -> Outcome:
     """Apply a closed PR's outcome to the bullets learned from its tickets and its cites.
 
@@ -142,13 +176,25 @@ def apply_outcome(
     ticket was closed unmerged come back, and the PR's cites count as successes.
     Closed unmerged: unless another PR for the ticket is open or merged, the bullets
     learned from the ticket are soft-deprecated, and the PR's cites count as failures.
+    A bullet someone changed by hand after ``evidence_at`` keeps that person's decision,
+    and a bullet captured from another PR's Lessons section follows that PR, not this one.
     """
     outcome = Outcome([], [], [], 0, {})
     merged = pull.state == "merged"
     reason = f"{pull.key} {'merged' if merged else 'closed without merge'}"
+    bot = actor.split(" ", 1)[0]
     for ticket in tickets_of(session, pull.key):
         others = [p for p in pulls_of(session, ticket) if p.key != pull.key]
         for bullet in learned_from(session, ticket):
+            if evidence_at is not None and changed_by_hand_since(
+                session, bullet.id, evidence_at, bot
+            ):
+                outcome.kept_because[bullet.id] = "changed by hand after this outcome"
+                continue
+            source = _from_other_pull(session, bullet, pull) if merged else None
+            if source is not None and source.state != "merged":
+                outcome.kept_because[bullet.id] = f"its own PR {source.key} is {source.state}"
+                continue
             if merged:
                 if bullet.status == "proposed":
                     lifecycle.approve(session, bullet.id, actor=actor, reason=reason)

@@ -95,7 +95,10 @@ class Loop:
 def fixture(name: str) -> dict[str, Any]:
     """A fixture payload as a dict, to adapt before sending."""
     folder = "jira" if name.startswith("jira.") else "github"
-    return json.loads((FIXTURES / folder / f"{name}.json").read_text())
+    payload = json.loads((FIXTURES / folder / f"{name}.json").read_text())
+    if isinstance(payload.get("installation"), dict) and not name.startswith("installation."):
+        payload["installation"]["id"] = INSTALLATION  # the App installed on the fake GitHub
+    return payload
 
 
 def start_loop(engine: Engine, database_url: str, **overrides: Any) -> Loop:
@@ -104,6 +107,8 @@ def start_loop(engine: Engine, database_url: str, **overrides: Any) -> Loop:
     github = FakeGitHub(app_id=APP_ID, public_key=public)
     github_url = github.start()
     github.add_installation(INSTALLATION)
+    # The fixtures' sender closes PRs: a maintainer, unless a test says otherwise.
+    github.permissions[(REPO, "Codertocat")] = "write"
     jira = FakeJira()
     jira_url = jira.start()
     values: dict[str, Any] = {

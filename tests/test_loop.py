@@ -219,10 +219,19 @@ def test_merge_activates_restores_and_settles_success(loop: Loop) -> None:
     assert (restored.status, restored.demoted_reason) == ("active", None)
     with transaction(loop.engine) as session:
         assert "merged" in (lifecycle.history(session, "pb-5")[-1].reason or "")
-    # PR #3 captured nothing new: its lesson was already captured from PR #2 ... in another PR
-    # body, so it is a near-duplicate of the (restored) pb-6.
+    # pb-6 came from the rejected PR #2's Lessons section: PR #3 merging does not vouch for
+    # PR #2's work, so it stays deprecated. PR #3 proposed the same lesson in its own
+    # section, so its own copy (pb-7) is what becomes active.
     first_pr_lesson = bullet(loop.engine, "pb-6")
-    assert first_pr_lesson.status == "active"
+    assert (first_pr_lesson.status, first_pr_lesson.demoted_reason) == (
+        "deprecated",
+        "pr_closed_unmerged",
+    )
+    second_pr_lesson = bullet(loop.engine, "pb-7")
+    assert (second_pr_lesson.status, second_pr_lesson.source_url) == (
+        "active",
+        f"https://github.com/{REPO}/pull/3",
+    )
     cited = bullet(loop.engine, "pb-1")
     assert (cited.cites, cited.cites_success, cited.cites_failure) == (2, 1, 1)
 
@@ -345,14 +354,30 @@ def test_bullet_ids_in_pr_comments_are_cites(loop: Loop) -> None:
     assert (cite.bullet_id, cite.pr_key, cite.ticket_key) == ("pb-2", f"{REPO}#2", "CTMS-4337")
 
 
-def test_jira_lesson_command_from_an_allowed_user(loop: Loop) -> None:
+def jira_command(loop: Loop, body: str, author: dict[str, Any]) -> dict[str, Any]:
+    """A comment as Jira stores it, and its comment_created delivery."""
     loop.jira.add_issue("CTMS-4337", "Checkout deadlocks")
-    loop.jira_event(fixture("jira.comment_created"))
+    comment_id = loop.jira.add_comment("CTMS-4337", body, author)
+    event = fixture("jira.comment_created")
+    event["comment"].update(id=comment_id, body=body, author=author)
+    return event
+
+
+DANA = {"accountId": "5b10a2844c20165700ede21g", "displayName": "Dana Reyes"}
+
+
+def test_jira_lesson_command_from_an_allowed_user(loop: Loop) -> None:
+    body = "/lesson Take a row lock with SELECT ... FOR UPDATE before re-reading the order."
+    loop.jira_event(jira_command(loop, body, DANA))
     loop.process()
     captured = bullet(loop.engine, "pb-1")
     assert (captured.learned_from, captured.scope) == ("CTMS-4337", "CTMS")
-    [reply] = loop.jira.comments["CTMS-4337"]
+    [_command, reply] = loop.jira.comments["CTMS-4337"]
     assert "Captured pb-1" in reply["body"]
+    # The reply carries the bot's marker as a comment property, for finding it again.
+    assert loop.jira.properties[reply["id"]]["playbook-bot"]["marker"] == (
+        "playbook-bot:reply:" + _command["id"] + " CTMS-4337"
+    )
 
 
 # --- 7: installations, missing credentials -----------------------------------------------------

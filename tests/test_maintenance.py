@@ -111,6 +111,7 @@ def test_backfill_applies_closed_pull_requests_within_the_window(loop: Loop) -> 
         title="CTMS-78 rejected attempt",
         body="Cites [pb-1]",
         state="closed",
+        closed_by="Codertocat",
         closed_at=_iso(now - timedelta(days=10)),
         updated_at=_iso(now - timedelta(days=10)),
     )
@@ -119,6 +120,7 @@ def test_backfill_applies_closed_pull_requests_within_the_window(loop: Loop) -> 
         4,
         title="CTMS-79 ancient",
         state="closed",
+        closed_by="Codertocat",
         closed_at=_iso(now - timedelta(days=200)),
         updated_at=_iso(now - timedelta(days=200)),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bot.cli.base import Context, UserError, pass_context
+from bot.cli.base import Context, UserError, note, pass_context
 
 
 @click.command()
@@ -47,6 +47,8 @@ def backfill(ctx: Context, repo: str, since: str) -> None:
         f"{report.seen} closed pull requests applied "
         f"({report.merged} merged, {report.closed_unmerged} closed without merge)"
     )
+    for why in report.ignored:
+        note(f"ignored: {why}")
 
 
 def register(group: click.Group) -> None:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sqlalchemy import select
-
-from bot.effects import TicketRef
-from bot.handlers.context import effect, require
+from bot import payloads
+from bot.effects import JiraCommentSeen, TicketRef
+from bot.handlers.context import Ignored, effect, publish
 from bot.handlers.pull_requests import cite, scope_of
 from bot.handlers.router import Event, router
-from playbook import db, lifecycle, tracking
+from bot.jira import JiraAuthor, author_of
+from playbook import comments, db, lifecycle, tracking
 from playbook.capture import Command, commands_in
 from playbook.errors import PlaybookError
-from playbook.models import SideEffect
 
 if TYPE_CHECKING:
     from bot.worker import Services
@@ -22,59 +21,51 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _already_replied(services: Services, event: Event) -> bool:
-    # A redelivered or replayed comment must not make the bot answer twice.
-    with db.transaction(services.engine) as session:
-        return (
-            session.scalars(
-                select(SideEffect.id).where(
-                    SideEffect.delivery_id == event.delivery_id,
-                    SideEffect.action == "reply",
-                    SideEffect.status.in_(("done", "dry_run")),
-                )
-            ).first()
-            is not None
-        )
-
-
 def run_commands(
     services: Services,
-    event: Event,
     ref: TicketRef,
-    author: str,
-    body: str | None,
+    user: str | JiraAuthor,
+    commands: list[Command],
     learned_from: str,
     scope: str,
     source_url: str | None,
+    comment_id: str,
 ) -> None:
-    """Carry out the commands in a comment, if its author may change the playbook."""
-    commands = commands_in(body)
-    if not commands:
-        return
-    mention = f"@{author}" if ref.target == "github" else author
-    allowed_ok, allowed = effect(
-        services, ref, "check_permission", lambda: services.out.can_change_playbook(ref, author)
+    """Carry out a comment's commands if its author may change the playbook, and reply once.
+
+    Who may is decided from the verified author (GitHub's permission API, or the Jira
+    comment as Jira's API returns it), never from what a payload says about itself.
+    """
+    purpose = comments.reply_purpose(comment_id)
+    with db.transaction(services.engine) as session:
+        answered = comments.find(session, ref.target, ref.key, purpose)
+    if answered is not None and answered.state == "posted":
+        raise Ignored(f"comment {comment_id} was answered already")
+    checked, allowed = effect(
+        services, ref, "check_permission", lambda: services.out.can_change_playbook(ref, user)
     )
-    if not allowed_ok:
-        return  # cannot check who may change the playbook, so nothing changes
+    if not checked:
+        raise Ignored("the commenter's permission cannot be checked: the client is not configured")
+    if isinstance(user, JiraAuthor):
+        name, actor = user.display, user.account_id or user.name or user.display
+    else:
+        name, actor = f"@{user}", user
     if not allowed:
         where = (
             "write access to this repository"
             if ref.target == "github"
-            else ("a place in PLAYBOOK_JIRA_ALLOWED_USERS")
+            else "a place in PLAYBOOK_JIRA_ALLOWED_USERS (or the Jira permission it names)"
         )
         reply = (
-            f"Thanks {mention}! Only people with {where} can change the playbook, so nothing "
+            f"Thanks {name}! Only people with {where} can change the playbook, so nothing "
             "was changed. A maintainer can repeat the command."
         )
     else:
         reply = "\n".join(
-            _apply(services, command, author, learned_from, scope, source_url)
+            _apply(services, command, str(actor), learned_from, scope, source_url)
             for command in commands
         )
-    if _already_replied(services, event):
-        return
-    effect(services, ref, "reply", lambda: services.out.reply(ref, reply))
+    publish(services, ref, purpose, reply, edit=False)
 
 
 def _apply(
@@ -88,6 +79,8 @@ def _apply(
     if command.problem:
         return f"Could not read that command: {command.problem}."
     actor = f"{author} (comment)"
+    # Only the user's mistakes become the reply; a database outage propagates, so the
+    # delivery is retried and nothing is posted about it.
     try:
         with db.transaction(services.engine) as session:
             if command.verb == "lesson":
@@ -122,37 +115,39 @@ def _apply(
         return f"Nothing changed: {problem}."
 
 
-def _comment_url(comment: dict[str, Any]) -> str | None:
-    return comment.get("html_url") if isinstance(comment.get("html_url"), str) else None
-
-
 @router.register("github", "issue_comment", "created")
 def github_comment(event: Event, services: Services) -> None:
     """Commands in an issue or PR comment; on a PR, bullet ids are cites."""
-    issue = require(event.payload, "issue")
-    comment = require(event.payload, "comment")
-    repo = require(event.payload, "repository", "full_name")
-    number = int(require(issue, "number"))
-    ref = TicketRef.github(repo, number, event.installation_id)
-    author = str((comment.get("user") or {}).get("login") or "")
-    if (comment.get("user") or {}).get("type") == "Bot":
-        return  # our own replies (and other bots) are not commands
+    data = payloads.IssueCommentEvent.model_validate(event.payload)
+    repo = data.repository.full_name
+    ref = TicketRef.github(repo, data.issue.number, event.installation_id)
+    author = data.comment.user
+    if author is None or author.type == "Bot":
+        raise Ignored("a comment by a bot")  # our own replies, and other bots
     learned_from, scope = ref.key, repo
-    if issue.get("pull_request"):
+    cited = 0
+    if data.issue.pull_request is not None:
         with db.transaction(services.engine) as session:
             tickets = tracking.tickets_of(session, ref.key)
-            cite(session, ref.key, tickets[0] if tickets else None, comment.get("body"), "comment")
+            cited = cite(
+                session, ref.key, tickets[0] if tickets else None, data.comment.body, "comment"
+            )
         if tickets:
             learned_from, scope = tickets[0], scope_of(tickets[0], repo)
+    found = commands_in(data.comment.body)
+    if not found:
+        if cited:
+            return
+        raise Ignored("no /lesson or /playbook command in the comment")
     run_commands(
         services,
-        event,
         ref,
-        author,
-        comment.get("body"),
+        author.login,
+        found,
         learned_from,
         scope,
-        _comment_url(comment),
+        data.comment.html_url,
+        str(data.comment.id),
     )
 
 
@@ -160,31 +155,51 @@ def github_comment(event: Event, services: Services) -> None:
 @router.register("github", "pull_request_review_comment", "created")
 def github_review(event: Event, services: Services) -> None:
     """Bullet ids in review bodies and review comments are cites."""
-    pr = require(event.payload, "pull_request")
-    repo = require(event.payload, "repository", "full_name")
-    key = f"{repo}#{int(require(pr, 'number'))}"
-    body = (event.payload.get("review") or event.payload.get("comment") or {}).get("body")
+    data = payloads.ReviewEvent.model_validate(event.payload)
+    key = f"{data.repository.full_name}#{data.pull_request.number}"
+    body = (data.review or data.comment or payloads.ReviewBody()).body
     with db.transaction(services.engine) as session:
         tickets = tracking.tickets_of(session, key)
-        cite(session, key, tickets[0] if tickets else None, body, "review")
+        if not cite(session, key, tickets[0] if tickets else None, body, "review"):
+            raise Ignored("no known lesson id in the review")
 
 
 @router.register("jira", "comment_created")
 def jira_comment(event: Event, services: Services) -> None:
-    """Commands in a Jira comment."""
-    issue = require(event.payload, "issue")
-    comment = require(event.payload, "comment")
-    key = str(require(issue, "key"))
-    author = comment.get("author") or {}
-    user = str(author.get("accountId") or author.get("name") or author.get("emailAddress") or "")
-    project = ((issue.get("fields") or {}).get("project") or {}).get("key") or key.rsplit("-", 1)[0]
+    """Commands in a Jira comment, read back from Jira so author and text are Jira's."""
+    data = payloads.JiraCommentEvent.model_validate(event.payload)
+    if not commands_in(data.comment.body):
+        raise Ignored("no /lesson or /playbook command in the comment")
+    key = data.issue.key
+    ref = TicketRef.jira(key)
+    raw_author = (event.payload.get("comment") or {}).get("author")
+    claimed = JiraCommentSeen(
+        author_of(raw_author if isinstance(raw_author, dict) else None), data.comment.body
+    )
+    checked, seen = effect(
+        services,
+        ref,
+        "read_comment",
+        lambda: services.out.jira_comment(ref, data.comment.id, claimed),
+    )
+    if not checked:
+        raise Ignored("Jira is not configured, so the comment's author cannot be verified")
+    if seen is None:
+        raise Ignored(
+            f"Jira has no comment {data.comment.id} on {key}; nothing verified, nothing done"
+        )
+    found = commands_in(seen.body)
+    if not found:
+        raise Ignored("the comment in Jira has no command (edited since?)")
     run_commands(
         services,
-        event,
-        TicketRef.jira(key),
-        user,
-        comment.get("body"),
+        ref,
+        seen.author,
+        found,
         key,
-        project,
-        comment.get("self"),
+        data.issue.project,
+        f"{services.settings.jira_url or ''}/browse/{key}?focusedCommentId={data.comment.id}"
+        if services.settings.jira_url
+        else None,
+        data.comment.id,
     )

@@ -1,57 +1,31 @@
-"""Reading webhook payloads into domain values, and the side-effect wrapper handlers share."""
+"""What handlers share: effect() around any outside call, publish() for the bot's comments."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
 from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from contextlib import suppress
+from datetime import timedelta
+from typing import TYPE_CHECKING, TypeVar
+
+from sqlalchemy.orm import Session
 
 from bot import claims
 from bot.effects import TicketRef, log_effect
 from bot.github import NotConfigured
-from bot.outcomes import Ignored, PermanentError
-from playbook import clock
-from playbook.text import Ticket
+from bot.outcomes import Deferred, Ignored, PermanentError
+from playbook import comments, db
 
 if TYPE_CHECKING:
-    from bot.handlers.router import Event
     from bot.worker import Services
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-__all__ = ["Ignored", "PermanentError", "effect", "github_issue", "jira_ticket", "require", "when"]
-
-
-def require(payload: dict[str, Any], *path: str) -> Any:
-    """``payload[path[0]][path[1]]...``, or a PermanentError naming what is missing."""
-    value: Any = payload
-    for name in path:
-        if not isinstance(value, dict) or name not in value:
-            raise PermanentError(f"payload has no {'.'.join(path)}")
-        value = value[name]
-    return value
-
-
-def when(value: str | None) -> datetime | None:
-    """A GitHub/Jira timestamp, or None."""
-    return clock.parse_time(value) if value else None
-
-
-def jira_ticket(event: Event) -> tuple[Ticket, TicketRef]:
-    """The Jira issue a delivery is about."""
-    issue = require(event.payload, "issue")
-    require(issue, "key")
-    return Ticket.from_jira(issue), TicketRef.jira(issue["key"])
-
-
-def github_issue(event: Event) -> tuple[Ticket, TicketRef]:
-    """The GitHub issue (or PR, for comments) a delivery is about."""
-    issue = require(event.payload, "issue")
-    repo = require(event.payload, "repository", "full_name")
-    ref = TicketRef.github(repo, int(require(issue, "number")), event.installation_id)
-    return Ticket.from_github(issue, repo), ref
+__all__ = ["Ignored", "PermanentError", "effect", "publish"]
 
 
 def effect(
@@ -72,3 +46,69 @@ def effect(
     dry = type(services.out).__name__ == "DryRunEffects"
     log_effect(services.engine, ref, action, "dry_run" if dry else "done")
     return True, result
+
+
+def _holder() -> tuple[str, timedelta | None]:
+    claim = claims.current.get()
+    if claim is not None:
+        return claim.holder, claim.lease
+    # Outside the worker (backfill, a script): this thread of this process.
+    return f"process:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}", None
+
+
+def publish(
+    services: Services,
+    ref: TicketRef,
+    purpose: str,
+    body: str,
+    *,
+    edit: bool = True,
+    after: Callable[[Session, str], object] | None = None,
+    bullet_ids: list[str] | None = None,
+) -> str | None:
+    """Post the bot's ``purpose`` comment on a ticket exactly once; returns its id.
+
+    The slot is reserved first, so two deliveries never post at once (the later one is
+    Deferred) and an attempt that died or timed out mid-post is followed by a look for
+    the comment it may have left (adopted by its hidden marker) instead of a second one.
+    With ``edit``, a posted comment whose text changed is edited in place; without, it is
+    left as it is (a reply says what happened then). ``after`` runs in the transaction
+    that records the comment (the lessons comment records its loads there).
+    Returns None when nothing was sent.
+    """
+    holder, lease = _holder()
+    ttl = lease or timedelta(seconds=services.settings.worker_lease_seconds)
+    try:
+        with db.transaction(services.engine) as session:
+            slot = comments.reserve(session, ref.target, ref.key, purpose, holder, ttl)
+    except comments.Busy as busy:
+        raise Deferred(str(busy), busy.until) from None
+    if slot.external_id and not slot.uncertain and (slot.body == body or not edit):
+        with db.transaction(services.engine) as session:
+            comments.release(session, slot.id, holder, unchanged=True)
+        return None
+    marker = comments.marker(purpose, ref.key)
+    action = "edit_comment" if slot.external_id else "comment"
+    try:
+        done, external_id = effect(
+            services,
+            ref,
+            action,
+            lambda: services.out.upsert_comment(
+                ref, body, slot.external_id, marker=marker, adopt=slot.uncertain
+            ),
+        )
+    except BaseException:
+        # The outcome is unknown: the slot stays `posting`, so the next attempt looks first.
+        with suppress(Exception), db.transaction(services.engine) as session:
+            comments.release(session, slot.id, holder)
+        raise
+    if not done or external_id is None:
+        with db.transaction(services.engine) as session:
+            comments.release(session, slot.id, holder, unchanged=True)
+        return None
+    with db.transaction(services.engine) as session:
+        comments.record(session, slot.id, holder, external_id, body, bullet_ids)
+        if after is not None:
+            after(session, external_id)
+    return external_id

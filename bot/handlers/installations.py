@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from bot.handlers.context import require
+from bot import payloads
 from bot.handlers.router import Event, router
 from playbook import clock, db
 from playbook.models import Installation
@@ -19,9 +19,9 @@ log = logging.getLogger(__name__)
 @router.register("github", "installation")
 def installation_changed(event: Event, services: Services) -> None:
     """Record installation created/deleted (and suspended/unsuspended)."""
-    data = require(event.payload, "installation")
-    installation_id = int(require(data, "id"))
-    account = (data.get("account") or {}).get("login")
+    data = payloads.InstallationEvent.model_validate(event.payload).installation
+    installation_id = data.id
+    account = data.account.login if data.account else None
     status = "deleted" if event.action in ("deleted", "suspend") else "active"
     with db.transaction(services.engine) as session:
         row = session.get(Installation, installation_id)

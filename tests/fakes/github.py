@@ -82,8 +82,11 @@ class FakeGitHub(FakeServer):
         return issue
 
     def add_pull(self, full_name: str, number: int, *, title: str, body: str = "", **extra: Any):
-        """A pull request; also an issue, as on GitHub."""
-        self.add_issue(full_name, number, title, body)
+        """A pull request; also an issue, as on GitHub (whose ``closed_by`` names the closer)."""
+        closed_by = extra.pop("closed_by", None)
+        issue = self.add_issue(full_name, number, title, body)
+        if closed_by is not None:
+            issue["closed_by"] = {"login": closed_by, "type": "User"}
         pull = {
             "id": next(self._ids),
             "number": number,

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import itertools
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from flask import request
 
 from fakes.server import FakeServer
+
+# The account the bot's credentials belong to, as Jira Cloud describes it.
+BOT = {"accountId": "bot", "key": "bot", "name": "playbook-bot", "displayName": "playbook-bot"}
 
 
 def _now() -> str:
@@ -25,6 +29,12 @@ class FakeJira(FakeServer):
         self.pats: set[str] = set()
         self.issues: dict[str, dict[str, Any]] = {}
         self.comments: dict[str, list[dict[str, Any]]] = {}
+        # Comment properties by comment id, and who holds which project permissions.
+        self.properties: dict[str, dict[str, Any]] = {}
+        self.project_permissions: dict[tuple[str, str], set[str]] = {}
+        # Seconds the comment POST sleeps after storing the comment (a peer slower than
+        # the client's timeout: the comment exists, the client never hears so).
+        self.post_delay = 0.0
         self.fields: list[dict[str, Any]] = [
             {"id": "summary", "name": "Summary", "custom": False},
             {"id": "customfield_10090", "name": "Needs human review", "custom": True},
@@ -50,6 +60,18 @@ class FakeJira(FakeServer):
         self.comments.setdefault(key, [])
         return issue
 
+    def add_comment(self, key: str, body: str, author: dict[str, Any] | None = None) -> str:
+        """A comment written by someone (a person, by default), as Jira stores it."""
+        comment = {
+            "id": str(next(self._ids)),
+            "body": body,
+            "author": author or {"accountId": "someone", "displayName": "Someone"},
+            "created": _now(),
+            "updated": _now(),
+        }
+        self.comments.setdefault(key, []).append(comment)
+        return comment["id"]
+
     def _authorized(self) -> bool:
         scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() == "bearer":
@@ -67,7 +89,7 @@ class FakeJira(FakeServer):
             "id": comment["id"],
             "self": f"{self.url}/rest/api/2/issue/{key}/comment/{comment['id']}",
             "body": comment["body"],
-            "author": {"displayName": "playbook-bot", "name": "playbook-bot"},
+            "author": comment.get("author", BOT),
             "created": comment["created"],
             "updated": comment["updated"],
         }
@@ -96,11 +118,24 @@ class FakeJira(FakeServer):
 
         @app.get("/rest/api/2/myself")
         def myself() -> Any:
-            return {
-                "accountId": "bot",
-                "displayName": "playbook-bot",
-                "emailAddress": self.basic[0],
-            }
+            return {**BOT, "emailAddress": self.basic[0]}
+
+        @app.get("/rest/api/2/comment/<comment_id>/properties/<name>")
+        def comment_property(comment_id: str, name: str) -> Any:
+            value = self.properties.get(comment_id, {}).get(name)
+            if value is None:
+                return {"errorMessages": ["The property was not found."], "errors": {}}, 404
+            return {"key": name, "value": value}
+
+        @app.get("/rest/api/2/user/permission/search")
+        def users_with_permission() -> Any:
+            project = request.args.get("projectKey", "")
+            wanted = set(request.args.get("permissions", "").split(","))
+            account = request.args.get("accountId") or request.args.get("username") or ""
+            held = self.project_permissions.get((project, account), set())
+            if account and wanted <= held:
+                return [{"accountId": account, "displayName": account}]
+            return []
 
         @app.get("/rest/api/2/field")
         def fields() -> Any:
@@ -116,12 +151,14 @@ class FakeJira(FakeServer):
             if key not in self.issues:
                 return not_found
             if request.method == "GET":
-                items = [self._comment_json(key, c) for c in self.comments[key]]
+                every = [self._comment_json(key, c) for c in self.comments[key]]
+                start = int(request.args.get("startAt", 0))
+                size = int(request.args.get("maxResults", 50))
                 return {
-                    "startAt": 0,
-                    "maxResults": len(items),
-                    "total": len(items),
-                    "comments": items,
+                    "startAt": start,
+                    "maxResults": size,
+                    "total": len(every),
+                    "comments": every[start : start + size],
                 }
             body = (request.get_json(silent=True) or {}).get("body")
             if not isinstance(body, str) or not body:
@@ -132,10 +169,15 @@ class FakeJira(FakeServer):
             comment = {
                 "id": str(next(self._ids)),
                 "body": body,
+                "author": BOT,
                 "created": _now(),
                 "updated": _now(),
             }
             self.comments[key].append(comment)
+            for prop in (request.get_json(silent=True) or {}).get("properties") or []:
+                self.properties.setdefault(comment["id"], {})[prop["key"]] = prop["value"]
+            if self.post_delay:
+                time.sleep(self.post_delay)
             return self._comment_json(key, comment), 201
 
         @app.route("/rest/api/2/issue/<key>/comment/<comment_id>", methods=["GET", "PUT"])
