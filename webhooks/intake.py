@@ -75,6 +75,10 @@ def decode(body: bytes) -> str:
         raise Refused(400, "body is UTF-16 or UTF-32; webhook bodies must be UTF-8")
     if body.startswith(codecs.BOM_UTF8):
         body = body[len(codecs.BOM_UTF8) :]
+    if b"\x00" in body:
+        raise Refused(
+            400, "body has NUL bytes, which JSON never holds (UTF-16?); bodies must be UTF-8"
+        )
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as problem:
@@ -88,7 +92,7 @@ def parse(text: str, *, lists: bool = False) -> Any:
     surrogates; else Refused (400) with the reason.
     """
     try:
-        payload = json.loads(text)
+        payload = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise Refused(400, f"body is nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as problem:
@@ -97,10 +101,17 @@ def parse(text: str, *, lists: bool = False) -> Any:
             f"body is not valid JSON ({problem.msg} at line {problem.lineno} "
             f"column {problem.colno})",
         ) from None
+    except ValueError as problem:  # an integer of thousands of digits, NaN
+        raise Refused(400, f"body is not valid JSON ({str(problem)[:100]})") from None
     if not isinstance(payload, dict) and not (lists and isinstance(payload, list)):
         raise Refused(400, f"body must be a JSON object{' or array' if lists else ''}")
     _check_tree(payload, surrogates="\\ud" in text.lower())
     return payload
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; JSON does not, and neither does PostgreSQL.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _check_tree(payload: dict[str, Any] | list[Any], *, surrogates: bool) -> None:
