@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -96,7 +97,8 @@ class Worker:
         handlers: Router = router,
     ) -> None:
         self.services = services
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        # A random part: thread ids are reused, and a restarted worker is a new lease holder.
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.handlers = handlers
         settings = services.settings
         self.lease = timedelta(seconds=settings.worker_lease_seconds)

@@ -41,8 +41,8 @@ def post_github(client, body: bytes, **overrides: str | None):
         "X-Hub-Signature-256": sign(GITHUB_SECRET, body),
         "Content-Type": "application/json",
     }
-    for name, value in overrides.items():
-        name = name.replace("_", "-")
+    for option, value in overrides.items():
+        name = option.replace("_", "-")
         if value is None:
             headers.pop(name, None)
         else:

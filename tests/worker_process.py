@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--lease", type=float, default=300.0)
     parser.add_argument("--idle", type=float, default=2.0)
+    parser.add_argument("--batch", type=int, default=5)
     args = parser.parse_args()
 
     handlers = Router()
@@ -42,7 +43,7 @@ def main() -> None:
     settings = Settings(
         PLAYBOOK_DATABASE_URL=args.database_url,
         PLAYBOOK_WORKER_LEASE_SECONDS=args.lease,
-        PLAYBOOK_WORKER_BATCH=5,
+        PLAYBOOK_WORKER_BATCH=args.batch,
         _env_file=None,
     )
     engine = db.make_engine(args.database_url)

@@ -35,6 +35,7 @@ class Failure:
     status: int
     times: int = 1
     body: dict[str, Any] = field(default_factory=lambda: {"message": "injected failure"})
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class FakeServer:
@@ -67,7 +68,7 @@ class FakeServer:
                         and failure.path == request.path
                     ):
                         failure.times -= 1
-                        return failure.body, failure.status
+                        return failure.body, failure.status, failure.headers
             return None
 
     def start(self) -> str:
@@ -83,9 +84,16 @@ class FakeServer:
             self._server.shutdown()
             self._server.server_close()
 
-    def fail(self, method: str, path: str, status: int, times: int = 1) -> None:
-        """Make the next ``times`` matching requests fail with ``status``."""
-        self.failures.append(Failure(method, path, status, times))
+    def fail(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Make the next ``times`` matching requests fail with ``status`` (and ``headers``)."""
+        self.failures.append(Failure(method, path, status, times, headers=headers or {}))
 
     def calls(self, method: str | None = None, path_prefix: str = "") -> list[Recorded]:
         """Recorded requests, optionally filtered by method and path prefix."""
