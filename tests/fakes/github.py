@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,6 +36,9 @@ class FakeGitHub(FakeServer):
         self.pull_commits: dict[tuple[str, int], list[str]] = {}
         self.hook_deliveries: list[dict[str, Any]] = []
         self.redelivered: list[int] = []
+        # Seconds the comment POST sleeps after storing the comment (a peer slower than
+        # the client's timeout: the comment exists, the client never hears so).
+        self.post_delay = 0.0
         self._ids = itertools.count(9000)
         self._routes()
 
@@ -108,6 +112,20 @@ class FakeGitHub(FakeServer):
         }
         self.pulls[(full_name, number)] = pull
         return pull
+
+    def add_comment(self, full_name: str, number: int, body: str, user: str) -> dict[str, Any]:
+        """A comment written by a person (not the bot)."""
+        comment_id = next(self._ids)
+        comment = {
+            "id": comment_id,
+            "body": body,
+            "user": {"login": user, "type": "User"},
+            "created_at": _iso(datetime.now(UTC)),
+            "updated_at": _iso(datetime.now(UTC)),
+            "_issue": (full_name, number),
+        }
+        self.comments[comment_id] = comment
+        return comment
 
     def comments_on(self, full_name: str, number: int) -> list[dict[str, Any]]:
         """The comments on an issue or PR, oldest first."""
@@ -212,6 +230,8 @@ class FakeGitHub(FakeServer):
                 "_issue": (full_name, number),
             }
             self.comments[comment_id] = comment
+            if self.post_delay:
+                time.sleep(self.post_delay)
             return _public(comment), 201
 
         @app.route(
