@@ -148,10 +148,12 @@ class Worker:
             return
         finally:
             self.keeper.release(row.id)
-        recorded = self._record(
+        written, recorded = self._record(
             lambda session: inbox.complete(session, row.id, self.name, status=status, reason=reason)
         )
-        if recorded is False:
+        if not written:
+            return
+        if not recorded:
             log.warning("%s finished, but another worker owns it now", row.label)
         elif status == "ignored":
             log.info("%s ignored: %s", row.label, reason)
@@ -195,7 +197,7 @@ class Worker:
             return
         reason = redact(failure.reason)
         trace = redact("".join(traceback.format_exception(error)))
-        status = self._record(
+        written, status = self._record(
             lambda session: inbox.fail(
                 session,
                 row.id,
@@ -206,6 +208,8 @@ class Worker:
                 trace=trace,
             )
         )
+        if not written:
+            return
         if status is None:
             log.warning("%s failed (%s), but another worker owns it now", row.label, reason)
             return
@@ -213,24 +217,24 @@ class Worker:
         log.log(level, "%s %s (%s): %s", row.label, status, failure.kind, reason)
 
     def _defer(self, row: Row, reason: str, deferred: Deferred) -> None:
-        done = self._record(
+        written, done = self._record(
             lambda session: inbox.defer(session, row.id, self.name, deferred.until, reason)
         )
-        if done:
+        if written and done:
             log.info("%s waits until %s: %s", row.label, deferred.until.isoformat(), reason)
 
-    def _record(self, write: Callable[[Any], T]) -> T | None:
+    def _record(self, write: Callable[[Any], T]) -> tuple[bool, T | None]:
         # The outcome could not be written (database down): the row stays claimed and
         # comes back when its lease runs out, so nothing is lost or marked done wrongly.
         try:
             with db.transaction(self.services.engine) as session:
-                return write(session)
+                return True, write(session)
         except Exception as error:
             log.error(
                 "cannot record the outcome (%s); the delivery is tried again after its lease",
                 redact(describe(error)),
             )
-            return None
+            return False, None
 
     def run(self, stop: threading.Event) -> None:
         """Process deliveries until ``stop`` is set, sleeping when the inbox is empty."""

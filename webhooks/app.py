@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     def _database_down(problem: Exception) -> tuple[Any, int]:
         # The driver's message names the server and the role; it goes to the log, scrubbed,
         # and the caller learns only that it should come back later.
-        log.error("database unavailable: %s", problem)
+        log.error("database unavailable: %s", db.describe_error(problem))
         return database_down()
 
     @app.errorhandler(Exception)

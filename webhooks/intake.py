@@ -215,7 +215,7 @@ def store(envelope: Envelope, text: str) -> tuple[Any, int]:
                 )
         except (DatabaseUnavailable, exc.OperationalError, exc.InterfaceError) as problem:
             # 503 makes GitHub record a failed delivery (redeliverable) and Jira retry.
-            log.error("cannot store delivery: %s", problem)
+            log.error("cannot store delivery: %s", db.describe_error(problem))
             return database_down()
         label = f"{envelope.event}{f'.{envelope.action}' if envelope.action else ''}"
         if not new:
