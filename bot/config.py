@@ -157,6 +157,17 @@ class Settings(BaseSettings):
         validation_alias="PLAYBOOK_RETRY_SCHEDULE",
         description="Replays dead deliveries received in the last 72 hours.",
     )
+    retention_days: int = Field(
+        30,
+        ge=3,
+        validation_alias="PLAYBOOK_RETENTION_DAYS",
+        description="Purge finished deliveries, side-effect and retrieval logs older than this.",
+    )
+    purge_schedule: str = Field(
+        "30 4 * * *",
+        validation_alias="PLAYBOOK_PURGE_SCHEDULE",
+        description="When the retention purge runs.",
+    )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
 
     def secret_values(self) -> list[str]:
@@ -189,7 +200,7 @@ class Settings(BaseSettings):
         """PLAYBOOK_AGENT_LOGINS, lower-cased (GitHub logins are case-insensitive)."""
         return {u.strip().lower() for u in self.agent_logins.split(",") if u.strip()}
 
-    @field_validator("prune_schedule", "reconcile_schedule", "retry_schedule")
+    @field_validator("prune_schedule", "reconcile_schedule", "retry_schedule", "purge_schedule")
     @classmethod
     def _crontab(cls, value: str) -> str:
         from apscheduler.triggers.cron import CronTrigger

@@ -1,4 +1,4 @@
-"""Scheduled upkeep with APScheduler 3: prune, reconcile and retry, one process at a time.
+"""Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, one process at a time.
 
 APScheduler 3 keeps its schedule in each process and cannot share a job store, so every
 process schedules the jobs and a lease row decides who runs each one: a job runs only in
@@ -19,7 +19,7 @@ from sqlalchemy import Engine, select
 
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
-from playbook import clock, db, inbox, leases, upkeep
+from playbook import clock, db, inbox, leases, retention, upkeep
 from playbook.models import Delivery
 
 log = logging.getLogger(__name__)
@@ -92,10 +92,18 @@ def retry_job(engine: Engine, settings: Settings) -> None:
         log.info("retry: queued %d dead deliveries again", count)
 
 
+def purge_job(engine: Engine, settings: Settings) -> None:
+    """Delete finished deliveries, side-effect and retrieval logs past PLAYBOOK_RETENTION_DAYS."""
+    with db.transaction(engine) as session:
+        report = retention.purge(session, older_than=timedelta(days=settings.retention_days))
+    log.info("purge: %s", retention.summary(report))
+
+
 JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "prune": ("prune_schedule", prune_job),
     "reconcile": ("reconcile_schedule", reconcile_job),
     "retry": ("retry_schedule", retry_job),
+    "purge": ("purge_schedule", purge_job),
 }
 
 

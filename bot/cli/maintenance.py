@@ -1,13 +1,14 @@
-"""Scheduled upkeep commands: prune unused lessons, reconcile missed GitHub deliveries."""
+"""Scheduled upkeep commands: prune unused lessons, reconcile missed deliveries, purge old logs."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import timedelta
 
 import click
 
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
-from playbook import upkeep
+from playbook import retention, upkeep
 
 
 @click.command()
@@ -94,7 +95,36 @@ def reconcile(ctx: Context, since: str, dry_run: bool) -> None:
         raise SystemExit(1)
 
 
+@click.command()
+@click.option(
+    "--older-than",
+    metavar="SPAN",
+    help="Age of the rows to delete: 30d, 72h, 2w (default: PLAYBOOK_RETENTION_DAYS days).",
+)
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_context
+def purge(ctx: Context, older_than: str | None, dry_run: bool, as_json: bool) -> None:
+    """Delete finished webhook deliveries, side-effect and retrieval logs older than a span."""
+    from bot.backfill import parse_since
+
+    if older_than is None:
+        span = timedelta(days=ctx.settings.retention_days)
+    else:
+        try:
+            span = parse_since(older_than)
+        except ValueError as error:
+            raise UserError(f"--older-than: {error}") from None
+    with ctx.transaction() as session:
+        report = retention.purge(session, older_than=span, dry_run=dry_run)
+    if as_json:
+        echo_json(report.as_dict())
+    else:
+        click.echo(retention.summary(report))
+
+
 def register(group: click.Group) -> None:
     """Attach this module's commands to the root group."""
     group.add_command(prune)
     group.add_command(reconcile)
+    group.add_command(purge)
