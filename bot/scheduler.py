@@ -79,12 +79,20 @@ def reconcile_job(engine: Engine, settings: Settings) -> None:
 
 
 def retry_job(engine: Engine, settings: Settings) -> None:
-    """Replay dead deliveries of the last 72 hours (their cause may have been fixed)."""
+    """Replay deliveries of the last 72 hours that died of passing trouble (an outage may be over).
+
+    A permanent failure (a 404, a payload that does not fit) or a bug fails the same way
+    again, so those wait for a person and `deliveries replay`.
+    """
     since = clock.now() - timedelta(hours=72)
     with db.transaction(engine) as session:
         dead = list(
             session.scalars(
-                select(Delivery).where(Delivery.status == "dead", Delivery.received_at >= since)
+                select(Delivery).where(
+                    Delivery.status == "dead",
+                    Delivery.error_kind == "transient",
+                    Delivery.received_at >= since,
+                )
             )
         )
         count = inbox.replay(session, dead)

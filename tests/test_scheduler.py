@@ -76,7 +76,7 @@ def test_two_processes_never_run_the_same_job_at_once(
         assert next_start >= end, "two runs of the job overlapped"
 
 
-def test_scheduler_registers_the_three_jobs(engine: Engine, database_url: str) -> None:
+def test_scheduler_registers_the_upkeep_jobs(engine: Engine, database_url: str) -> None:
     settings = Settings(
         _env_file=None, PLAYBOOK_DATABASE_URL=database_url, PLAYBOOK_PRUNE_SCHEDULE="15 4 * * *"
     )
@@ -84,7 +84,7 @@ def test_scheduler_registers_the_three_jobs(engine: Engine, database_url: str) -
     assert scheduler is not None
     try:
         jobs = {job.id: job for job in scheduler.get_jobs()}
-        assert set(jobs) == {"prune", "reconcile", "retry"}
+        assert set(jobs) == {"prune", "reconcile", "retry", "purge"}
         assert (
             str(jobs["prune"].trigger)
             == "cron[month='*', day='*', day_of_week='*', hour='4', minute='15']"

@@ -325,3 +325,32 @@ def test_two_workers_with_a_2s_lease_and_a_3s_handler_handle_each_row_once(
     for row_id in ids:
         finished = row(engine, row_id)
         assert (finished.status, finished.attempts) == ("done", 1)
+
+
+def test_the_retry_job_replays_only_deliveries_that_died_of_passing_trouble(
+    engine: Engine, settings: Settings
+) -> None:
+    from bot.scheduler import retry_job
+
+    kinds = {}
+    with clock.frozen(T0):
+        for kind in ("transient", "permanent", "unexpected"):
+            kinds[kind] = put(engine, '{"action": "opened"}')
+    with clock.frozen(T0 - timedelta(hours=80)):
+        old = put(engine, '{"action": "opened"}')
+    with transaction(engine) as session:
+        for kind, row_id in [*kinds.items(), ("transient", old)]:
+            session.execute(
+                update(Delivery)
+                .where(Delivery.id == row_id)
+                .values(status="dead", error_kind=kind, attempts=5)
+            )
+    with clock.frozen(T0 + timedelta(hours=1)):
+        retry_job(engine, settings)
+    assert (row(engine, kinds["transient"]).status, row(engine, kinds["transient"]).attempts) == (
+        "pending",
+        0,
+    )
+    assert row(engine, kinds["permanent"]).status == "dead"
+    assert row(engine, kinds["unexpected"]).status == "dead"
+    assert row(engine, old).status == "dead"  # GitHub forgot it; so does the retry job
