@@ -169,7 +169,8 @@ class Delivery(Base):
     installation_id: Mapped[int | None] = mapped_column(BigInteger)
     headers: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     payload: Mapped[str] = mapped_column(Text)
-    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Indexed for the retention purge, which deletes by age.
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     status: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
@@ -264,7 +265,7 @@ class SideEffect(Base):
     ticket_key: Mapped[str | None] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16))  # done | skipped | dry_run
     detail: Mapped[str | None] = mapped_column(Text)
-    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class WorkerHeartbeat(Base):

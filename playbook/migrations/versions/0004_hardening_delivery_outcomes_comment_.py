@@ -42,6 +42,10 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('error_kind', sa.String(length=16), nullable=True))
         batch_op.add_column(sa.Column('last_traceback', sa.Text(), nullable=True))
         batch_op.add_column(sa.Column('reason', sa.Text(), nullable=True))
+        batch_op.create_index(batch_op.f('ix_deliveries_received_at'), ['received_at'], unique=False)
+
+    with op.batch_alter_table('side_effects', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_side_effects_at'), ['at'], unique=False)
 
     with op.batch_alter_table('pull_requests', schema=None) as batch_op:
         batch_op.add_column(sa.Column('outcome_evidence', sa.String(length=100), nullable=True))
@@ -54,7 +58,11 @@ def downgrade() -> None:
     with op.batch_alter_table('pull_requests', schema=None) as batch_op:
         batch_op.drop_column('outcome_evidence')
 
+    with op.batch_alter_table('side_effects', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_side_effects_at'))
+
     with op.batch_alter_table('deliveries', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_deliveries_received_at'))
         batch_op.drop_column('reason')
         batch_op.drop_column('last_traceback')
         batch_op.drop_column('error_kind')
