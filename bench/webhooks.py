@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -179,8 +180,10 @@ async def generate(
     return results
 
 
-def wait_ready(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
-    """Block until GET /readyz answers 200."""
+def wait_ready(
+    port: int, process: subprocess.Popen, *, worker: bool = True, timeout: float = 30
+) -> None:
+    """Block until GET /readyz says the database answers (and, with ``worker``, a worker beat)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if process.poll() is not None:
@@ -189,6 +192,11 @@ def wait_ready(port: int, process: subprocess.Popen, timeout: float = 30) -> Non
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as answer:
                 if answer.status == 200:
                     return
+        except urllib.error.HTTPError as answer:
+            # 503 with the database up means no worker reported yet: enough without one.
+            if not worker and json.loads(answer.read()).get("database") == "ok":
+                return
+            time.sleep(0.2)
         except OSError:
             time.sleep(0.2)
     raise SystemExit("server did not become ready")
@@ -283,7 +291,7 @@ def run(
     seed(url)
     processes = start(commands, url, workdir)
     try:
-        wait_ready(port, processes[0])
+        wait_ready(port, processes[0], worker=not args.no_worker)
         began = time.time()
         results = asyncio.run(
             generate(port, args.rate, args.seconds, args.connections, args.keep_alive)
