@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from playbook.retrieval import Hit
 
 MARKER = "<!-- playbook-bot:lessons -->"
+# One character per match and no repetition, so escaping runs in linear time on any lesson text.
 _WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")
 
 

@@ -5,17 +5,29 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-BULLET_ID = re.compile(r"(?<![\w-])pb-(\d+)(?![\w-])", re.IGNORECASE)
+# GitHub caps PR titles at 256 characters and bodies at 65,536; branch names are shorter still.
+# Reading no more than this bounds the work whatever a PR holds.
+TITLE_CHARS = 1_024
+BRANCH_CHARS = 1_024
+BODY_CHARS = 65_536
+# The patterns below read untrusted text, so each runs in linear time: possessive quantifiers
+# (`*+`, `++`) never give back what the rest of the pattern could not use, and the lookbehinds
+# let an attempt start only where a word starts, so no run of characters is read from two starts.
+BULLET_ID = re.compile(r"(?<![\w-])pb-(\d++)(?![\w-])", re.IGNORECASE)
 # Atlassian's convention: a project key (letter, then letters/digits) and a number.
-JIRA_KEY = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]+-[0-9]+)(?![\w-])")
+JIRA_KEY = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]++-[0-9]++)(?![\w-])")
 # Branch names are usually lower case (ctms-4337-fix-retries), so match them case-insensitively.
-JIRA_KEY_ANY_CASE = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+-[0-9]+)(?![0-9])")
+JIRA_KEY_ANY_CASE = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]++-[0-9]++)(?![0-9])")
 CLOSING = r"(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)"
+# "Fixes #1", "closes: #1": `(?:\s*+:)?\s++` where `\s*:?\s+` would try every split of a run of
+# spaces between its two `\s`.
 CLOSES_ISSUE = re.compile(
-    rf"\b{CLOSING}\s*:?\s+(?:([\w.-]+/[\w.-]+))?#(\d+)\b",
+    rf"\b{CLOSING}(?:\s*+:)?\s++(?:([\w.-]++/[\w.-]++))?#(\d++)\b",
     re.IGNORECASE,
 )
-CLOSES_JIRA = re.compile(rf"\b{CLOSING}\s*:?\s+([A-Za-z][A-Za-z0-9]+-[0-9]+)\b", re.IGNORECASE)
+CLOSES_JIRA = re.compile(
+    rf"\b{CLOSING}(?:\s*+:)?\s++([A-Za-z][A-Za-z0-9]++-[0-9]++)\b", re.IGNORECASE
+)
 # Keys that look like Jira keys but name encodings and algorithms.
 NOT_KEYS = re.compile(r"^(UTF|SHA|ISO|RFC|MD|CVE|PEP|HTTP|TLS|X)-", re.IGNORECASE)
 
@@ -57,6 +69,7 @@ def pull_request_links(title: str, branch: str, body: str | None, repo: str) -> 
     deduplicated; bullet ids are never keys. When the body names keys with a closing
     keyword (``Fixes CTMS-1``), only those count: an explicit link beats loose mentions.
     """
+    title, branch, body = title[:TITLE_CHARS], branch[:BRANCH_CHARS], (body or "")[:BODY_CHARS]
     closing_jira = _keys(CLOSES_JIRA, body) + _keys(CLOSES_JIRA, title)
     if closing_jira:
         jira = list(dict.fromkeys(closing_jira))
@@ -67,7 +80,7 @@ def pull_request_links(title: str, branch: str, body: str | None, repo: str) -> 
             )
         )
     closes: dict[str, None] = {}
-    for text in (title, body or ""):
+    for text in (title, body):
         for match in CLOSES_ISSUE.finditer(text):
             closes.setdefault(f"{match.group(1) or repo}#{int(match.group(2))}", None)
     return PullRequestLinks(jira_keys=tuple(jira), closes=tuple(closes))

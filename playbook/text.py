@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -11,6 +11,11 @@ from typing import Any
 import snowballstemmer
 
 DESCRIPTION_CHARS = 500
+# A ticket keeps at most this much text: Jira caps summaries at 255 characters and GitHub issue
+# titles at 256, and GitHub caps bodies at 65,536. Anything longer did not come from them, and
+# the bound keeps the work of parsing a forged ticket small.
+SUMMARY_CHARS = 1_000
+BODY_CHARS = 65_536
 # How many times the summary and the labels count in a query: a summary is the
 # reporter's own digest of the problem, and labels are chosen words, while a long
 # description is mostly context. Repeating tokens is how BM25 weighs query terms.
@@ -38,31 +43,61 @@ _STEMMER = snowballstemmer.stemmer("english")
 # A lesson's first line is its headline (a summary); it counts this many times.
 HEADLINE_WEIGHT = 3
 
+# The patterns below read untrusted text (ticket summaries and descriptions, PR bodies) and run
+# in linear time: possessive quantifiers (`*+`, `++`) give back nothing the rest of a pattern
+# could use; `^` under MULTILINE is followed by `[^\S\n]`, as `\s*` would read all the blank
+# lines below from every line start; and a pattern whose closer may be missing also matches
+# unclosed, to be given back unchanged (see `_unless_closed`).
+#
 # Jira wiki: {code:java}, {noformat}, {quote}, {panel:title=x}, {color:red} ... and Markdown fences.
 _MACRO = re.compile(
-    r"\{(?:code|noformat|quote|panel|color|html|info|note|tip|warning)(?::[^}]*)?\}"
+    r"\{(?:code|noformat|quote|panel|color|html|info|note|tip|warning)(?::[^}]*+)?(?P<closed>\})?"
 )
-_FENCE = re.compile(r"^\s*(```|~~~)[\w+-]*\s*$", re.MULTILINE)
-_WIKI_HEADING = re.compile(r"^\s*h[1-6]\.\s*", re.MULTILINE)
-_WIKI_LINK = re.compile(r"\[([^\[\]|]*)\|[^\[\]]*\]")  # [text|url] keeps the text
-_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")  # [text](url) keeps the text
-_HTML = re.compile(r"<[^>\n]{1,200}>")
-_URL = re.compile(r"\b(?:https?|ftp|file)://\S+|\bwww\.\S+", re.IGNORECASE)
-_ACCOUNT = re.compile(r"\[~[^\]]*\]")  # Jira user mentions
+_FENCE = re.compile(r"^[^\S\n]*+(```|~~~)[\w+-]*+[^\S\n]*+$", re.MULTILINE)
+_WIKI_HEADING = re.compile(r"^[^\S\n]*+h[1-6]\.\s*+", re.MULTILINE)
+# [text|url] keeps the text. Linear as it is: no class reads past the next "[".
+_WIKI_LINK = re.compile(r"\[([^\[\]|]*+)\|[^\[\]]*+\]")
+# [text](url) keeps the text; an unclosed "[", or "[text]" with no "(url)", is given back.
+_MD_LINK = re.compile(r"!?\[(?P<text>[^\]]*+)(?:\](?:\([^)]*+(?P<closed>\))?)?)?")
+_HTML = re.compile(r"<[^>\n]{1,200}+>")  # bounded: each "<" reads at most 200 characters
+_URL = re.compile(r"\b(?:https?|ftp|file)://\S++|\bwww\.\S++", re.IGNORECASE)
+_ACCOUNT = re.compile(r"\[~[^\]]*+(?P<closed>\])?")  # Jira user mentions
 # A raw token: word characters joined by the separators of identifiers, paths and dotted names.
-_RAW = re.compile(r"[A-Za-z0-9_]+(?:[./:$#\\-][A-Za-z0-9_]+)*")
+_RAW = re.compile(r"[A-Za-z0-9_]++(?:[./:$#\\-][A-Za-z0-9_]++)*+")
 _SEPARATORS = re.compile(r"[./:$#\\_-]+")
+# Linear as it is: the first branch reads an upper-case run from its start, and a match (the
+# first branch's or the third's) then takes the run, so no run is read from two starts.
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _unless_closed(replacement: str) -> Callable[[re.Match[str]], str]:
+    """A substitution: ``replacement`` for a match whose ``closed`` group matched, else the match.
+
+    ``\\[~[^\\]]*\\]`` reads from an opener with no "]" after it to the end of the text, fails,
+    and is tried again from the next opener: quadratic. With ``(?P<closed>\\])?`` instead it
+    takes that stretch in one match and gives it back unchanged, as the failed match would have
+    left it; no opener inside the stretch could match either, as each would read to the same end.
+    """
+
+    def substitute(match: re.Match[str]) -> str:
+        return match.expand(replacement) if match.group("closed") else match.group(0)
+
+    return substitute
+
+
+_DROP_MACRO = _unless_closed(" ")
+_DROP_ACCOUNT = _unless_closed(" ")
+_MD_LINK_TEXT = _unless_closed(r"\g<text> ")
 
 
 def strip_markup(text: str) -> str:
     """Drop Jira wiki and Markdown markup, URLs and mentions, keeping the words they wrap."""
-    text = _MACRO.sub(" ", text)
+    text = _MACRO.sub(_DROP_MACRO, text)
     text = _FENCE.sub(" ", text)
     text = _WIKI_HEADING.sub("", text)
-    text = _ACCOUNT.sub(" ", text)
+    text = _ACCOUNT.sub(_DROP_ACCOUNT, text)
     text = _WIKI_LINK.sub(r"\1 ", text)
-    text = _MD_LINK.sub(r"\1 ", text)
+    text = _MD_LINK.sub(_MD_LINK_TEXT, text)
     text = _HTML.sub(" ", text)
     return _URL.sub(" ", text)
 
@@ -104,6 +139,12 @@ class Ticket:
     description: str | None = None
     labels: tuple[str, ...] = field(default_factory=tuple)
     scope: str | None = None
+
+    def __post_init__(self) -> None:
+        # Every way of making a ticket (Jira, GitHub, the CLI, the API) passes through here.
+        object.__setattr__(self, "summary", self.summary[:SUMMARY_CHARS])
+        if self.description is not None:
+            object.__setattr__(self, "description", self.description[:BODY_CHARS])
 
     @classmethod
     def from_jira(cls, issue: dict[str, Any]) -> Ticket:

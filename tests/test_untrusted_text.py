@@ -1,0 +1,309 @@
+"""Parsers of untrusted text: linear time on hostile input, and sound results on any input."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.render import lessons_comment
+from playbook.capture import MIN_LESSON_CHARS, PLAYBOOK_VERBS, Command, commands_in, lessons_in
+from playbook.links import bullet_ids, pull_request_links
+from playbook.retrieval import Hit
+from playbook.text import STOP_WORDS, Ticket, bullet_tokens, query_tokens, strip_markup, tokenize
+
+SIZE = 100_000
+# Each call on SIZE characters takes milliseconds when linear, and seconds to minutes when a
+# pattern backtracks quadratically. The bound is generous because test machines are noisy.
+SECONDS = 0.5
+
+
+def _run(unit: str, head: str = "", tail: str = "") -> str:
+    """``head``, ``unit`` repeated, then ``tail``: about SIZE characters in all."""
+    return head + unit * ((SIZE - len(head) - len(tail)) // len(unit)) + tail
+
+
+# Inputs that made a pattern backtrack: an opener with no closer, repeated; long runs that two
+# adjacent quantifiers can split many ways; runs that `^\s*` reads again from every line start.
+HOSTILE = {
+    "[": _run("["),
+    "![": _run("!["),
+    "[~": _run("[~"),
+    "{code:": _run("{code:"),
+    "{code": _run("{code"),
+    "<!--": _run("<!--"),
+    "<": _run("<"),
+    "(": _run("("),
+    "[a](": _run("[a]("),
+    "[a]": _run("[a]"),
+    "[a|": _run("[a|"),
+    "]": _run("]", head="["),
+    "spaces": _run(" "),
+    "spaces then x": _run(" ", tail="x"),
+    "newlines": _run("\n"),
+    "space newline": _run(" \n"),
+    "tabs": _run("\t"),
+    "line separators": _run("\u2028"),
+    "fixes spaces": _run(" ", head="fixes"),
+    "closes spaces colon": _run(" ", head="closes", tail=":"),
+    "fixes owner/repo": _run("a", head="fixes a/"),
+    "fixes key": _run("1", head="Fixes AB-", tail="x"),
+    "a.": _run("a."),
+    "a-": _run("a-"),
+    "a/": _run("a/"),
+    "upper case": _run("A"),
+    "upper case key": _run("A", tail="-"),
+    "key digits": _run("1", head="AB-", tail="x"),
+    "pb- digits": _run("1", head="pb-", tail="x"),
+    "** spaces": _run(" ", head="**"),
+    "lessons spaces": _run(" ", head="## Lessons", tail=":x"),
+    "/lesson spaces": _run(" ", head="/lesson"),
+    "/playbook spaces": _run(" ", head="\n/playbook"),
+    "- [ ] ": _run("- [ ] "),
+    "item digits": _run("1", tail="x"),
+    "#": _run("#"),
+    "# spaces": _run(" ", head="#"),
+    "h1. lines": _run("\n", tail="h1."),
+    "fence spaces": _run(" ", head="```", tail="x"),
+    "@": _run("@"),
+    "http://": _run("http://"),
+    "www.": _run("www."),
+    "camel case": _run("aB"),
+    "one long word": _run("a"),
+    "words": _run("retry the webhook "),
+    "a lessons section": _run("- Hold no row lock across an HTTP call\n", head="## Lessons\n"),
+    "commands": _run("/playbook approve pb-12 fine\n"),
+}
+
+
+def _hit(text: str) -> Hit:
+    return Hit(
+        bullet_id="pb-1",
+        text=text,
+        rank=1,
+        score=1.0,
+        learned_from="CTMS-1",
+        scope="CTMS",
+        tags=(),
+        cites=0,
+        cites_success=0,
+        cites_failure=0,
+        bm25=1.0,
+        multiplier=1.0,
+        confidence=1.0,
+    )
+
+
+def _jira(text: str) -> list[str]:
+    issue = {"key": "CTMS-1", "fields": {"summary": text, "description": text, "labels": ["x"]}}
+    return query_tokens(Ticket.from_jira(issue))
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "tokenize": tokenize,
+    "strip_markup": strip_markup,
+    "lessons_in": lessons_in,
+    "commands_in": commands_in,
+    "bullet_ids": bullet_ids,
+    "pull_request_links": lambda text: pull_request_links(text, text, text, "acme/shop"),
+    "jira ticket": _jira,
+    "github issue": lambda text: query_tokens(
+        Ticket.from_github({"number": 1, "title": text, "body": text}, "acme/shop")
+    ),
+    "cli ticket": lambda text: query_tokens(Ticket.from_text(text)),
+    "bullet_tokens": lambda text: bullet_tokens(text, ["tag"]),
+    "jira comment": lambda text: lessons_comment([_hit(text)], markup="jira", max_chars=32_767),
+    "github comment": lambda text: lessons_comment([_hit(text)], markup="github", max_chars=65_536),
+}
+
+
+@pytest.mark.parametrize("parser", PARSERS.values(), ids=list(PARSERS))
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=list(HOSTILE))
+def test_hostile_text_is_parsed_in_linear_time(parser: Callable[[str], Any], text: str) -> None:
+    took = []
+    for _ in range(2):  # a second try, so one pause of a busy machine does not fail the test
+        started = time.perf_counter()
+        parser(text)
+        took.append(time.perf_counter() - started)
+        if took[-1] < SECONDS:
+            break
+    assert min(took) < SECONDS
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "INFO [QuorumPeer[myid=1](plain=/0:0:2181)(secure=disabled):QuorumPeer@1022] - UP",
+            "INFO QuorumPeer[myid=1 (secure=disabled):QuorumPeer@1022] - UP",
+        ),
+        ("ping [~dana [x] now", "ping   now"),
+        ("{code:title={x}}z{code} after", " }z  after"),
+        (
+            "![img](a.png) and [link](https://en.wikipedia.org/wiki/Foo_(bar)) end",
+            "img  and link ) end",
+        ),
+        ("[open] [b](c", "[open] [b](c"),
+        ("{panel:title=My Title|borderStyle=dashed}body{panel}", " body "),
+        ("List<Map<String, Integer>> x", "List > x"),
+        ("[a][b](c) d [e|f] ![g]h", "[a]b  d e  ![g]h"),
+    ],
+)
+def test_markup_is_stripped_as_before(text: str, expected: str) -> None:
+    # Nested and unclosed brackets come out as the earlier, backtracking patterns left them.
+    assert strip_markup(text) == expected
+
+
+def test_an_unterminated_comment_hides_the_rest() -> None:
+    body = (
+        "## Lessons\n- Visible lesson about retries\n<!-- template\n- Hidden lesson about locks\n"
+    )
+    assert lessons_in(body) == ["Visible lesson about retries"]
+    assert commands_in("<!-- /lesson Run migrations before the worker") == []
+    assert commands_in("<!-- /lesson x -->\n/lesson Run migrations before the worker") == [
+        Command("lesson", text="Run migrations before the worker")
+    ]
+
+
+def test_headings_with_space_inside_are_still_headings() -> None:
+    for heading in ("  ##   Lessons   learned  :", "** Lessons **", "__lessons:__", "#lessons"):
+        assert lessons_in(f"{heading}\n- Retry with jitter and a cap\n") == [
+            "Retry with jitter and a cap"
+        ], heading
+
+
+def test_text_is_bounded_where_it_is_parsed() -> None:
+    lesson = "Retry with jitter and a cap"
+    assert lessons_in(f"## Lessons\n- {lesson}\n" + "x" * 200_000) == [lesson]
+    assert lessons_in("y" * 70_000 + f"\n## Lessons\n- {lesson}\n") == []
+    assert commands_in("\n" * 70_000 + f"/lesson {lesson}") == []
+    links = pull_request_links("t" * 2_000 + " CTMS-1", "b" * 2_000 + "-ctms-2", None, "a/b")
+    assert links.jira_keys == ()
+    assert pull_request_links("t", "main", "x" * 70_000 + " Fixes CTMS-3", "a/b").tickets == ()
+    jira = Ticket.from_jira({"key": "A-1", "fields": {"summary": "s" * 5_000, "description": "d"}})
+    assert len(jira.summary) == 1_000 and jira.description == "d"
+    github = Ticket.from_github({"number": 1, "title": "t", "body": "b" * 100_000}, "a/b")
+    assert len(github.description or "") == 65_536
+    assert len(Ticket.from_text("s" * 5_000 + "\nrest").summary) == 1_000
+    assert Ticket.from_text("Checkout fails\nafter deploy") == Ticket(
+        key=None, summary="Checkout fails", description="after deploy"
+    )
+
+
+# Markup characters, words and the fragments the parsers look for, in any order.
+FRAGMENTS = [
+    *"[]{}()<>!~|#*-_/:.\n\t @`=",
+    *"aBxZ09",
+    "pb-",
+    "PB-1",
+    "pb-007",
+    "CTMS-",
+    "ab-12",
+    "UTF-8",
+    "fixes ",
+    "Closes: ",
+    "resolved ",
+    "owner/repo",
+    "#12",
+    "/lesson ",
+    "/playbook ",
+    "approve ",
+    "deprecate ",
+    "restore ",
+    "## Lessons\n",
+    "**Lessons learned:**\n",
+    "- ",
+    "* [x] ",
+    "1. ",
+    "  ",
+    "<!--",
+    "-->",
+    "{code:java}",
+    "{noformat}",
+    "[~dana]",
+    "[text|http://x.org]",
+    "[docs](https://x.org/a_(b))",
+    "```",
+    "h2. ",
+    "https://example.org/",
+    "getUserById ",
+    "the ",
+    "Retry webhooks with jitter ",
+    "hold no row lock ",
+]
+markup = st.lists(st.sampled_from(FRAGMENTS), max_size=80).map("".join)
+PROPERTY = settings(max_examples=200, deadline=None)
+
+
+def _visible(body: str) -> str:
+    """The body as GitHub shows it: comments dropped, and an unterminated one hides the rest."""
+    parts = re.split(r"<!--.*?-->", body, flags=re.DOTALL)
+    parts[-1] = parts[-1].split("<!--")[0]
+    return "".join(parts)
+
+
+@PROPERTY
+@given(markup)
+def test_every_command_is_valid_or_names_its_problem(body: str) -> None:
+    for command in commands_in(body):
+        if command.problem:
+            assert command.verb in ("lesson", "playbook")
+        elif command.verb == "lesson":
+            assert len(command.text) >= MIN_LESSON_CHARS
+            assert command.text in _visible(body)
+        else:
+            assert command.verb in PLAYBOOK_VERBS
+            assert re.fullmatch(r"pb-\d+", command.bullet_id or "")
+
+
+@PROPERTY
+@given(markup)
+def test_bullet_ids_are_normalised_and_mentioned(text: str) -> None:
+    ids = bullet_ids(text)
+    assert len(ids) == len(set(ids))
+    for bullet_id in ids:
+        assert re.fullmatch(r"pb-(0|[1-9]\d*)", bullet_id)
+        number = bullet_id.removeprefix("pb-")
+        assert re.search(rf"(?<![\w-])pb-0*{number}(?![\w-])", text, re.IGNORECASE)
+
+
+@PROPERTY
+@given(markup, markup, markup)
+def test_linked_keys_are_upper_case_and_never_bullets(title: str, branch: str, body: str) -> None:
+    links = pull_request_links(title, branch, body, "acme/shop")
+    everything = f"{title}\n{branch}\n{body}".upper()
+    for key in links.jira_keys:
+        assert key == key.upper() and not key.startswith("PB-")
+        assert re.fullmatch(r"[A-Z][A-Z0-9]+-[0-9]+", key) and key in everything
+    for issue in links.closes:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+#\d+", issue)
+
+
+@PROPERTY
+@given(markup)
+def test_lessons_are_long_enough_and_written_in_the_body(body: str) -> None:
+    visible = " ".join(_visible(body).split())
+    for lesson in lessons_in(body):
+        assert len(lesson) >= MIN_LESSON_CHARS
+        assert " ".join(lesson.split()) in visible
+
+
+@PROPERTY
+@given(markup)
+def test_tokens_are_lower_case_words_and_identifiers(text: str) -> None:
+    for token in tokenize(text):
+        assert token == token.lower()
+        assert re.fullmatch(r"[a-z0-9_./:$#\\-]+", token)
+
+
+@PROPERTY
+@given(
+    st.lists(st.sampled_from(sorted(STOP_WORDS)), max_size=30), st.sampled_from(" \n\t[]()<>!~|*")
+)
+def test_stop_words_are_never_tokens(words: list[str], between: str) -> None:
+    assert tokenize(between.join(words)) == []
