@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from playbook.retrieval import Hit
 
-MARKER = "<!-- playbook-bot:lessons -->"
 # One character per match and no repetition, so escaping runs in linear time on any lesson text.
 _WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")
 
@@ -58,10 +57,7 @@ def lessons_comment(hits: Sequence[Hit], *, markup: str, max_chars: int) -> tupl
             "These lessons from earlier work may help with this ticket. If one helps, cite its "
             "id in the pull request (title, description or commits), e.g. `[pb-12]`.\n\n"
         )
-        tail = (
-            "\n<sub>Posted by playbook-bot; it edits this comment when the ticket changes.</sub>"
-            f"\n{MARKER}"
-        )
+        tail = "\n<sub>Posted by playbook-bot; it edits this comment when the ticket changes.</sub>"
     lines: list[str] = []
     shown: list[str] = []
     budget = max_chars - len(head) - len(tail)
@@ -88,4 +84,4 @@ def no_lessons_comment(markup: str) -> str:
     text = "No lesson in the playbook fits this ticket any more."
     if markup == "jira":
         return f"h4. Lessons from the playbook\n{text}"
-    return f"### Lessons from the playbook\n{text}\n{MARKER}"
+    return f"### Lessons from the playbook\n{text}"

@@ -107,7 +107,10 @@ def test_github_issue_gets_a_markdown_comment_edited_on_label(loop: Loop) -> Non
     loop.github_event("issues.opened", opened)
     loop.process()
     [comment] = loop.github.comments_on(REPO, 1)
-    assert "**[pb-1]**" in comment["body"] and "<!-- playbook-bot:lessons -->" in comment["body"]
+    assert (
+        "**[pb-1]**" in comment["body"]
+        and f"<!-- playbook-bot:lessons {REPO}#1 -->" in comment["body"]
+    )
     assert loop.github.calls("POST", "/app/installations/777/access_tokens")
     seed(loop.engine, ("README spelling: commit has one t", "x/y#2", REPO))
     labeled = fixture("issues.labeled")
