@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -26,6 +27,7 @@ class Claim:
     worker: str
     lease: timedelta
     engine: Engine
+    keeper: LeaseKeeper | None = None
 
     @property
     def holder(self) -> str:
@@ -46,10 +48,18 @@ def check() -> None:
     claim = current.get()
     if claim is None:
         return
+    keeper = claim.keeper
+    if keeper is not None:
+        if keeper.lost(claim.row_id):
+            raise LeaseLost(f"delivery {claim.row_id} is now another worker's")
+        if keeper.fresh():
+            return  # renewed under half a lease ago: no other worker can have claimed it
     with db.transaction(claim.engine) as session:
         owned = inbox.renew(session, [claim.row_id], claim.worker, claim.lease)
     if claim.row_id not in owned:
         raise LeaseLost(f"delivery {claim.row_id} is now another worker's")
+    if keeper is not None:
+        keeper.touch()
 
 
 @contextmanager
@@ -78,6 +88,20 @@ class LeaseKeeper:
         self._held: set[int] = set()
         self._lost: set[int] = set()
         self._lock = threading.Lock()
+        # When the held rows' leases were last taken or renewed (monotonic seconds).
+        self._renewed_at = 0.0
+
+    def touch(self) -> None:
+        """Note that the held rows' leases were just taken or renewed."""
+        self._renewed_at = time.monotonic()
+
+    def fresh(self) -> bool:
+        """Whether the leases were renewed under half a lease ago.
+
+        A row's lease then still has over half its length to run in the database, so no
+        other worker can have claimed it: acting needs no round trip to check.
+        """
+        return time.monotonic() - self._renewed_at < self.lease.total_seconds() / 2
 
     def lost(self, row_id: int) -> bool:
         """Whether renewal found ``row_id`` taken by another worker."""
@@ -95,11 +119,13 @@ class LeaseKeeper:
             held = set(self._held)
         try:
             if held:
+                started = time.monotonic()
                 with db.transaction(self.engine) as session:
                     owned = inbox.renew(session, held, self.worker, self.lease)
                 with self._lock:
                     self._lost |= held - owned
                     self._held &= owned
+                self._renewed_at = started
             heartbeats.beat(self.engine, self.worker, self.started_at)
         except Exception as error:  # a database blip: try again next time round
             log.warning("lease renewal failed: %s", type(error).__name__)
@@ -110,6 +136,7 @@ class LeaseKeeper:
         with self._lock:
             self._held = set(row_ids)
             self._lost = set()
+        self.touch()  # the claim that handed us these rows set their leases just now
         stop = threading.Event()
 
         def keep() -> None:

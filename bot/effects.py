@@ -52,6 +52,9 @@ class JiraCommentSeen:
 class Effects(Protocol):
     """What handlers may do outside the database."""
 
+    def missing(self, ref: TicketRef) -> str | None:
+        """Why nothing can be posted on ``ref`` (the setting to set), or None if it can."""
+
     def upsert_comment(
         self, ref: TicketRef, body: str, existing_id: str | None, *, marker: str, adopt: bool
     ) -> str:
@@ -95,6 +98,18 @@ class LiveEffects:
         self.settings = settings
         self.github = GitHubClients(settings)
         self.jira = JiraClient(settings)
+
+    def missing(self, ref: TicketRef) -> str | None:
+        """The settings GitHub or Jira calls for ``ref`` would need, or None."""
+        if ref.target == "jira":
+            missing = self.jira.missing()
+            return f"Jira is not configured: set {missing}" if missing else None
+        missing = self.github.missing()
+        if missing is not None:
+            return f"GitHub is not configured: set {missing}"
+        if ref.installation_id is None and not self.settings.github_token:
+            return "this delivery has no installation id and GITHUB_TOKEN is not set"
+        return None
 
     def _issue(self, ref: TicketRef):
         client = self.github.for_installation(ref.installation_id)
@@ -221,6 +236,10 @@ class DryRunEffects:
     writers: set[str] = field(default_factory=set)
     flagged: set[str] = field(default_factory=set)
     markers: dict[str, str] = field(default_factory=dict)
+
+    def missing(self, ref: TicketRef) -> str | None:
+        """Nothing: a dry run can always pretend to post."""
+        return None
 
     def upsert_comment(
         self, ref: TicketRef, body: str, existing_id: str | None, *, marker: str, adopt: bool

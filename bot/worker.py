@@ -133,7 +133,7 @@ class Worker:
         if self.keeper.lost(row.id):
             log.warning("%s: another worker took it over; left to that worker", row.label)
             return
-        claim = Claim(row.id, self.name, self.lease, self.services.engine)
+        claim = Claim(row.id, self.name, self.lease, self.services.engine, self.keeper)
         try:
             with claims.handling(claim):
                 status, reason = self._dispatch(row)

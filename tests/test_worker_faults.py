@@ -279,32 +279,46 @@ def test_only_the_lease_owner_reports_an_outcome(engine: Engine, settings: Setti
 
 
 def test_a_worker_that_lost_its_lease_posts_nothing_more(
-    engine: Engine, settings: Settings
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     posted: list[str] = []
     router = Router()
-
-    class Poster:
-        def can_change_playbook(self, ref, user) -> bool:
-            return True
+    # The worker cannot renew (its database connection hangs, say) and its handler is slow.
+    monkeypatch.setattr("bot.claims.LeaseKeeper.renew_now", lambda self: None)
+    short = settings.model_copy(update={"worker_lease_seconds": 1.0})
 
     @router.register("github", "issues")
     def slow(event, services) -> None:
-        # Meanwhile the lease ran out and another worker claimed the row.
-        with transaction(engine) as session:
-            session.execute(update(Delivery).values(locked_by="other-worker"))
+        time.sleep(1.2)  # the lease runs out ...
+        with transaction(engine) as session:  # ... and another worker claims the row
+            [taken] = inbox.claim(session, "other-worker", lease=timedelta(minutes=5))
+            assert taken.attempts == 2
         ref = TicketRef.github("o/r", 1, None)
         effect(services, ref, "comment", lambda: posted.append("comment"))
 
     row_id = put(engine, '{"action": "opened"}')
-    Worker(
-        Services(engine=engine, settings=settings, effects=Poster()),  # type: ignore[arg-type]
-        name="w1",
-        handlers=router,
-    ).run_once()
+    Worker(Services(engine=engine, settings=short), name="w1", handlers=router).run_once()
     assert posted == []
     taken = row(engine, row_id)
     assert (taken.status, taken.locked_by) == ("pending", "other-worker")
+
+
+def test_a_renewed_lease_keeps_other_workers_off(engine: Engine, settings: Settings) -> None:
+    router = Router()
+    short = settings.model_copy(update={"worker_lease_seconds": 0.6})
+    stolen: list[int] = []
+
+    @router.register("github", "issues")
+    def slow(event, services) -> None:
+        for _ in range(4):  # 1.6 s in all, over twice the lease
+            time.sleep(0.4)
+            with transaction(engine) as session:
+                stolen.extend(d.id for d in inbox.claim(session, "other", lease=timedelta(1)))
+
+    row_id = put(engine, '{"action": "opened"}')
+    Worker(Services(engine=engine, settings=short), name="w1", handlers=router).run_once()
+    assert stolen == []
+    assert (row(engine, row_id).status, row(engine, row_id).attempts) == ("done", 1)
 
 
 def test_two_workers_with_a_2s_lease_and_a_3s_handler_handle_each_row_once(

@@ -76,6 +76,12 @@ def publish(
     that records the comment (the lessons comment records its loads there).
     Returns None when nothing was sent.
     """
+    missing = services.out.missing(ref)
+    if missing is not None:
+        # Without credentials nothing is posted: no need to reserve the slot at all.
+        log.warning("%s comment on %s skipped: %s", purpose, ref.key, missing)
+        log_effect(services.engine, ref, "comment", "skipped", missing)
+        return None
     holder, lease = _holder()
     ttl = lease or timedelta(seconds=services.settings.worker_lease_seconds)
     try:
