@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -75,8 +75,9 @@ def accept(
     return session.execute(statement, values).first() is not None
 
 
-def _due(now: datetime) -> Select[tuple[int]]:
-    return select(Delivery.id).where(
+def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
+    """A delivery waiting for a worker: pending or failed, due, and nobody's lease on it."""
+    return (
         Delivery.status.in_(("pending", "failed")),
         Delivery.next_attempt_at <= now,
         or_(Delivery.locked_until.is_(None), Delivery.locked_until < now),
@@ -107,29 +108,29 @@ def claim(
     is made dead here, with the reason.
     """
     now = clock.now()
-    session.execute(
-        update(Delivery)
-        .where(
-            Delivery.id.in_(_due(now).where(Delivery.attempts >= max_attempts).scalar_subquery())
+    # The due rows in id order, as far as the batch goes (an index walk that stops early,
+    # however long the queue): the exhausted ones among them are made dead, the rest claimed.
+    rows = session.execute(
+        select(Delivery.id, Delivery.attempts)
+        .where(*_due(now))
+        .order_by(Delivery.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    exhausted = [row_id for row_id, attempts in rows if attempts >= max_attempts]
+    if exhausted:
+        session.execute(
+            update(Delivery)
+            .where(Delivery.id.in_(exhausted))
+            .values(
+                status="dead",
+                error_kind="unexpected",
+                last_error=STOPPED_MID_WAY,
+                locked_until=None,
+                locked_by=None,
+            )
         )
-        .values(
-            status="dead",
-            error_kind="unexpected",
-            last_error=STOPPED_MID_WAY,
-            locked_until=None,
-            locked_by=None,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    ids = list(
-        session.scalars(
-            _due(now)
-            .where(Delivery.attempts < max_attempts)
-            .order_by(Delivery.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-    )
+    ids = [row_id for row_id, attempts in rows if attempts < max_attempts]
     if not ids:
         return []
     session.execute(
