@@ -1,7 +1,7 @@
 """Webhook load: signed GitHub deliveries at a steady rate against the real receiver and worker.
 
 Usage: python bench/webhooks.py [--rate 500] [--seconds 20] [--target serve|gunicorn|both]
-                                [--postgres URL]
+                                [--postgres URL] [--drain N]
 
 `serve` is `playbook-bot serve` on a fresh SQLite file (one process, embedded worker);
 `gunicorn` is `gunicorn -w 2 -k gthread webhooks.wsgi:app` beside one `playbook-bot worker`
@@ -13,6 +13,9 @@ a slow answer does not slow the sender, and latency counts from the scheduled se
 Reports accepted/s, p50/p99 time to answer, p50/p99 time until the worker finished the delivery,
 duplicates (a delivery processed or commented on more than once) and lost deliveries (answered
 2xx but not done afterwards). Ends with one JSON line.
+
+`--drain N` measures the worker alone instead: N deliveries are put in the inbox, then one
+`playbook-bot worker` (at normal priority) processes them; it reports deliveries per second.
 """
 
 from __future__ import annotations
@@ -345,6 +348,49 @@ def run(
     return report
 
 
+def drain(name: str, url: str, count: int) -> dict:
+    """Fill the inbox with ``count`` deliveries, then time one worker emptying it."""
+    from playbook import inbox
+
+    seed(url)
+    payload = json.loads(FIXTURE.read_text())
+    engine = db.make_engine(url)
+    with db.transaction(engine) as session:
+        for number in range(1, count + 1):
+            payload["issue"]["number"] = number
+            inbox.accept(
+                session,
+                source="github",
+                event="issues",
+                action="opened",
+                delivery_id=str(uuid.uuid4()),
+                payload=json.dumps(payload),
+            )
+    workdir = Path(tempfile.mkdtemp(prefix="pbbench-"))
+    began = time.time()
+    [worker] = start([[str(BIN / "playbook-bot"), "worker"]], url, workdir)
+    finished = (Delivery.status.in_(("done", "ignored", "dead")),)
+    try:
+        while True:
+            with engine.connect() as connection:
+                if connection.scalar(select(func.count()).where(*finished)) >= count:
+                    break
+            if worker.poll() is not None:
+                raise SystemExit(f"worker exited with {worker.returncode}")
+            time.sleep(0.1)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+        engine.dispose()
+    seconds = time.time() - began
+    return {
+        "target": name,
+        "deliveries": count,
+        "seconds": round(seconds, 1),
+        "per_s": round(count / seconds, 1),
+    }
+
+
 def main() -> None:
     """Run the chosen targets and print a table and the JSON line."""
     parser = argparse.ArgumentParser()
@@ -360,7 +406,23 @@ def main() -> None:
     parser.add_argument("--gunicorn", default="-w 3 -k sync", help="gunicorn's worker options")
     parser.add_argument("--worker-nice", type=int, default=19, help="0 to run it unniced")
     parser.add_argument("--no-worker", action="store_true", help="receiver only (diagnostic)")
+    parser.add_argument("--drain", type=int, default=0, help="time one worker on N deliveries")
     args = parser.parse_args()
+    if args.drain:
+        drains = []
+        if args.target in ("serve", "both"):
+            folder = Path(tempfile.mkdtemp(prefix="pbbench-sqlite-"))
+            drains.append(drain("worker+sqlite", f"sqlite:///{folder / 'playbook.db'}", args.drain))
+        if args.target in ("gunicorn", "both"):
+            with postgres_schema(args.postgres) as url:
+                drains.append(drain("worker+postgres", url, args.drain))
+        for r in drains:
+            print(
+                f"{r['target']:>16}: {r['deliveries']} deliveries in {r['seconds']} s, "
+                f"{r['per_s']} deliveries/s"
+            )
+        print(json.dumps({"drain": args.drain, "results": drains}))
+        return
     reports = []
     if args.target in ("serve", "both"):
         folder = Path(tempfile.mkdtemp(prefix="pbbench-sqlite-"))
