@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from github.GithubException import GithubException, UnknownObjectException
 from jira.exceptions import JIRAError
@@ -139,15 +140,39 @@ class LiveEffects:
                 pass  # a person deleted it: post it again
         if adopt:
             # The last attempt's outcome is unknown (a timeout, a kill): the comment may be
-            # there already. Only the bot's own login counts, since anyone can type a marker.
-            mine = self.github.bot_login(ref.installation_id)
+            # there already. Only the bot's own comments count, since anyone can type a marker.
+            mine = self._is_mine(ref)
             for comment in issue.get_comments():
-                if comment.user.login == mine and hidden in (comment.body or ""):
+                if hidden in (comment.body or "") and mine(comment):
                     log.info("adopted comment %s on %s", comment.id, ref.key)
                     if comment.body != text:
                         comment.edit(text)
                     return str(comment.id)
         return str(issue.create_comment(text).id)
+
+    def _is_mine(self, ref: TicketRef) -> Callable[[Any], bool]:
+        """A test for "this comment is the bot's": made by our App, or by our login."""
+        app_id = self.settings.github_app_id
+        try:
+            login: str | None = self.github.bot_login(ref.installation_id)
+        except GithubException as error:
+            # A GitHub (or proxy) that will not say who we are: an App's comments are still
+            # the ones its bot account made through the App.
+            log.warning("cannot tell the bot's login (HTTP %s); matching by App", error.status)
+            login = None
+
+        def mine(comment: Any) -> bool:
+            # The JSON GitHub returned; reading attributes could make PyGithub fetch each one.
+            raw = getattr(comment, "_rawData", None) or {}
+            via = raw.get("performed_via_github_app") or {}
+            user = raw.get("user") or {}
+            if app_id and via.get("id") == app_id:
+                return True
+            if login is not None:
+                return user.get("login") == login
+            return bool(app_id) and user.get("type") == "Bot"
+
+        return mine
 
     def _jira_upsert(
         self, ref: TicketRef, body: str, existing_id: str | None, marker: str, adopt: bool
@@ -163,10 +188,15 @@ class LiveEffects:
                 if error.status_code != 404:
                     raise
         if adopt:
-            me = self.jira.myself()
+            try:
+                me: JiraAuthor | None = self.jira.myself()
+            except JIRAError as error:
+                # A Jira that will not say who we are: the marker property alone decides.
+                log.warning("cannot tell the bot's Jira account (HTTP %s)", error.status_code)
+                me = None
             for comment in self.jira.comments(ref.key):
                 author = author_of(comment.get("author"))
-                if not author.ids & me.ids and author.name != me.name:
+                if me is not None and not author.ids & me.ids and author.name != me.name:
                     continue
                 if self.jira.marker_of(str(comment["id"])) == marker:
                     log.info("adopted comment %s on %s", comment["id"], ref.key)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jira import JIRA
+from jira.exceptions import JIRAError
 
 from bot.config import Settings
 from bot.github import NotConfigured
@@ -114,9 +115,14 @@ class JiraClient:
     def marker_of(self, comment_id: str) -> str | None:
         """The bot's marker stored on a comment, or None."""
         client = self.client()
-        response = client._session.get(
-            client._get_url(f"comment/{comment_id}/properties/{PROPERTY}")
-        )
+        try:
+            response = client._session.get(
+                client._get_url(f"comment/{comment_id}/properties/{PROPERTY}")
+            )
+        except JIRAError as error:
+            if error.status_code == 404:
+                return None  # a comment without our property
+            raise
         value = json.loads(response.text or "{}").get("value") or {}
         marker = value.get("marker") if isinstance(value, dict) else None
         return marker if isinstance(marker, str) else None
