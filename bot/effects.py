@@ -105,12 +105,7 @@ class LiveEffects:
         if ref.target == "jira":
             missing = self.jira.missing()
             return f"Jira is not configured: set {missing}" if missing else None
-        missing = self.github.missing()
-        if missing is not None:
-            return f"GitHub is not configured: set {missing}"
-        if ref.installation_id is None and not self.settings.github_token:
-            return "this delivery has no installation id and GITHUB_TOKEN is not set"
-        return None
+        return self.github.missing_for(ref.installation_id)
 
     def _issue(self, ref: TicketRef):
         client = self.github.for_installation(ref.installation_id)

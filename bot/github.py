@@ -86,11 +86,20 @@ class GitHubClients:
                 )
             return self._integration
 
-    def for_installation(self, installation_id: int | None) -> Github:
-        """The client acting as the App's installation, or as the personal token owner."""
+    def missing_for(self, installation_id: int | None) -> str | None:
+        """Why no client can act for ``installation_id`` (naming the setting), or None."""
         missing = self.missing()
         if missing is not None:
-            raise NotConfigured(f"GitHub is not configured: set {missing}")
+            return f"GitHub is not configured: set {missing}"
+        if installation_id is None and not self.settings.github_token:
+            return "this delivery has no installation id and GITHUB_TOKEN is not set"
+        return None
+
+    def for_installation(self, installation_id: int | None) -> Github:
+        """The client acting as the App's installation, or as the personal token owner."""
+        missing = self.missing_for(installation_id)
+        if missing is not None:
+            raise NotConfigured(missing)
         settings = self.settings
         use_app = bool(settings.github_app_id) and installation_id is not None
         key = installation_id if use_app else None
@@ -101,14 +110,12 @@ class GitHubClients:
         if use_app:
             assert installation_id is not None
             client = self.integration().get_github_for_installation(installation_id)
-        elif settings.github_token:
+        else:
             client = Github(
-                auth=Auth.Token(settings.github_token),
+                auth=Auth.Token(settings.github_token or ""),
                 base_url=settings.github_api_url,
                 **self._client_options(),
             )
-        else:
-            raise NotConfigured("this delivery has no installation id and GITHUB_TOKEN is not set")
         with self._lock:
             return self._clients.setdefault(key, client)
 
