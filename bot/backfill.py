@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from bot.handlers.context import Ignored
 from bot.handlers.pull_requests import Closer, apply_pull_request
 from bot.worker import Services
-from playbook import clock
+from playbook import clock, links
 from playbook.tracking import PullRequestState
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,9 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
     """Apply links, lessons, cites and outcomes of PRs closed in the last ``since``.
 
     Uses the App's installation on the repo (or GITHUB_TOKEN). The same code as the
-    webhook handler runs, so a PR later redelivered by GitHub changes nothing.
+    webhook handler runs, so a PR later redelivered by GitHub changes nothing. Each cite
+    is recorded at the time GitHub gives for the text that made it (the PR's creation for
+    its title and body, each comment's own), so freshness and prune see old work as old.
     """
     github = services.out.github  # type: ignore[attr-defined]
     installation_id = None
@@ -74,7 +77,15 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
             )
         labels = [label.name for label in pull.labels or []]
         try:
-            apply_pull_request(services, seen, pull.body, labels, closer)
+            apply_pull_request(
+                services,
+                seen,
+                pull.body,
+                labels,
+                closer,
+                written_at=written_at(pull),
+                comments=comments_while_open(pull, seen),
+            )
         except Ignored as why:
             report.ignored.append(str(why))
         report.seen += 1
@@ -83,6 +94,34 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
         else:
             report.closed_unmerged += 1
     return report
+
+
+def written_at(pull: Any) -> datetime | None:
+    """When a PR's title and body were written: its creation, else the earliest time known."""
+    if pull.created_at is not None:
+        return clock.to_utc(pull.created_at)
+    known = [t for t in (pull.merged_at, pull.closed_at, pull.updated_at) if t is not None]
+    return min(clock.to_utc(t) for t in known) if known else None
+
+
+def comments_while_open(pull: Any, seen: PullRequestState) -> list[tuple[str, datetime]]:
+    """The PR's conversation comments written by people up to its closing, with their times.
+
+    These are the cites the webhook handler counted while the PR was open; the outcome
+    rates them. Bots' comments are skipped as the handler skips them (the bot's own
+    replies name lesson ids without citing them), and so are comments after the closing.
+    """
+    closed = seen.merged_at or seen.closed_at
+    found = []
+    for comment in pull.get_issue_comments():
+        if comment.user is None or comment.user.type == "Bot" or comment.created_at is None:
+            continue
+        at = clock.to_utc(comment.created_at)
+        if closed is not None and at > closed:
+            continue
+        # Bounded as webhook payloads are (GitHub's own limit), before any parsing.
+        found.append(((comment.body or "")[: links.BODY_CHARS], at))
+    return found
 
 
 def parse_since(text: str) -> timedelta:

@@ -1,4 +1,4 @@
-"""Ranking formulas: feedback multiplier, freshness, confidence with reinforcement and decay."""
+"""Ranking formulas: feedback multiplier, freshness, and confidence from rated cites."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import numpy as np
 
 RANK_MODES = ("feedback", "bm25", "reinforcements", "confidence", "hybrid")
 
-START_CONFIDENCE = 0.7
-REINFORCEMENT = 0.1  # each successful cite closes 10% of the gap to 1.0
-PENALTY = 0.2  # each failed cite takes 20% of what is left
-HALF_LIFE_DAYS = 14.0  # evidence fades back toward the prior with this half-life when unused
+# Confidence is the mean of a Beta(1, 1) prior updated by rated cites: a merged cite is a
+# success, a rejected one a failure. The prior counts as one success and one failure, so an
+# unused lesson sits at 0.5 and thin evidence is shrunk toward it.
+PRIOR_SUCCESSES = 1.0
+PRIOR_FAILURES = 1.0
+START_CONFIDENCE = PRIOR_SUCCESSES / (PRIOR_SUCCESSES + PRIOR_FAILURES)
+HALF_LIFE_DAYS = None  # confidence does not fade with time; see `confidence`
 HYBRID_ALPHA = 0.7
 # In `feedback` ranking a lesson's text match fades while nobody cites or changes it: the part
 # above FRESHNESS_FLOOR halves every FRESHNESS_HALF_LIFE_DAYS. Months, not days, because a
@@ -38,7 +41,9 @@ def feedback_multiplier(successes: int, failures: int) -> float:
     """``2 ** (avg * (0.4 + 0.6 * min(n, 5) / 5))`` over the ratings (+1 success, -1 failure).
 
     One rating nudges (x1.43 or x0.70); five or more give the full x2 or x0.5. Loads are
-    not ratings: being shown says nothing about being useful.
+    not ratings: being shown says nothing about being useful. Like `confidence`, it is
+    above 1 exactly when merged cites outnumber rejected ones, more successes never lower
+    it and more failures never raise it (tests check every count up to 60).
     """
     n = successes + failures
     if n == 0:
@@ -85,16 +90,19 @@ def confidence(
     now: datetime | None = None,
     half_life_days: float | None = HALF_LIFE_DAYS,
 ) -> float:
-    """How much a bullet is trusted, from 0 to 1; 0.7 before any evidence.
+    """How often a lesson's cites were in merged work, from 0 to 1; 0.5 before any evidence.
 
-    Each successful cite closes 10% of the gap to 1.0 (``c += 0.1 * (1 - c)``, so five
-    give 0.823); each failed cite then takes 20% of it (``c *= 0.8``). When the bullet
-    goes unused the evidence fades: the distance from 0.7 halves every ``half_life_days``
-    since its last load or cite, so an old success and an old failure both stop counting.
+    ``(successes + 1) / (successes + failures + 2)``: the posterior mean of a Beta(1, 1)
+    prior, so one merged cite gives 0.667, five 0.857, and 20 merged with 10 rejected
+    0.656. More successes never lower it and more failures never raise it; it is above
+    0.5 exactly when merged cites outnumber rejected ones.
+
+    Evidence does not fade with time, and ``last_used_at``, ``now`` and ``half_life_days``
+    are accepted only so existing callers keep working. Fading every past cite by the time
+    since the *last* use cannot keep that promise: a new merged cite would make old rejected
+    ones count in full again and lower the value. Age is `freshness`'s job instead.
     """
-    value = 1 - (1 - START_CONFIDENCE) * (1 - REINFORCEMENT) ** successes
-    value *= (1 - PENALTY) ** failures
-    if half_life_days and last_used_at is not None and now is not None:
-        idle_days = max((now - last_used_at).total_seconds() / 86400, 0.0)
-        value = START_CONFIDENCE + (value - START_CONFIDENCE) * 0.5 ** (idle_days / half_life_days)
-    return value
+    del last_used_at, now, half_life_days  # see the docstring: kept for callers, not used
+    # Counters never go below zero; if a hand-edited row says otherwise, stay within 0..1.
+    wins, losses = max(successes, 0), max(failures, 0)
+    return (wins + PRIOR_SUCCESSES) / (wins + losses + PRIOR_SUCCESSES + PRIOR_FAILURES)

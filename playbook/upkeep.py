@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from playbook import clock, lifecycle, ranking
@@ -20,7 +20,47 @@ def _bullet_line(bullet: Bullet) -> dict[str, Any]:
         "status": bullet.status,
         "cites_success": bullet.cites_success,
         "cites_failure": bullet.cites_failure,
+        "confidence": round(ranking.confidence(bullet.cites_success, bullet.cites_failure), 3),
     }
+
+
+def confidence_column() -> ColumnElement[float]:
+    """`ranking.confidence` of each bullet's counters, as SQL, for ordering in the database."""
+    return (Bullet.cites_success + literal(ranking.PRIOR_SUCCESSES)) / (
+        Bullet.cites_success
+        + Bullet.cites_failure
+        + literal(ranking.PRIOR_SUCCESSES + ranking.PRIOR_FAILURES)
+    )
+
+
+def cite_rate_pairs(session: Session) -> tuple[int, int]:
+    """(lessons loaded on a ticket, those of them also cited on that ticket), as pairs.
+
+    A pair counts once however often the lesson was shown or cited for the ticket, and a
+    cite without a load on its ticket is not in either number, so the rate these make is
+    at most 100% by construction.
+    """
+    loaded = (
+        select(UsageEvent.ticket_key, UsageEvent.bullet_id)
+        .where(UsageEvent.kind == "loaded", UsageEvent.ticket_key.is_not(None))
+        .distinct()
+        .subquery()
+    )
+    cited = (
+        select(UsageEvent.id)
+        .where(
+            UsageEvent.kind == "cited",
+            UsageEvent.ticket_key == loaded.c.ticket_key,
+            UsageEvent.bullet_id == loaded.c.bullet_id,
+        )
+        .exists()
+    )
+    shown, used = session.execute(
+        select(func.count(), func.coalesce(func.sum(case((cited, 1), else_=0)), 0)).select_from(
+            loaded
+        )
+    ).one()
+    return int(shown), int(used)
 
 
 def stats(session: Session, *, now: datetime | None = None, top: int = 5) -> dict[str, Any]:
@@ -49,16 +89,20 @@ def stats(session: Session, *, now: datetime | None = None, top: int = 5) -> dic
         if ticket_key:
             tickets[ticket_key] = tickets.get(ticket_key, False) or bool(shown)
     loads, cites = events.get("loaded", 0), events.get("cited", 0)
+    shown, cited_after_shown = cite_rate_pairs(session)
+    # Ordered by the confidence search ranks by, so "most helpful" means what ranking means:
+    # above 0.5 exactly when merged cites outnumber rejected ones.
+    trust = confidence_column()
     helpful = session.scalars(
         select(Bullet)
         .where(Bullet.cites_success > Bullet.cites_failure)
-        .order_by((Bullet.cites_success - Bullet.cites_failure).desc(), Bullet.id)
+        .order_by(trust.desc(), Bullet.cites_success.desc(), Bullet.id)
         .limit(top)
     )
     harmful = session.scalars(
         select(Bullet)
         .where(Bullet.cites_failure > Bullet.cites_success)
-        .order_by((Bullet.cites_failure - Bullet.cites_success).desc(), Bullet.id)
+        .order_by(trust, Bullet.cites_failure.desc(), Bullet.id)
         .limit(top)
     )
     demoted = session.scalars(
@@ -80,17 +124,10 @@ def stats(session: Session, *, now: datetime | None = None, top: int = 5) -> dic
             "with_lessons": sum(tickets.values()),
             "share": (sum(tickets.values()) / len(tickets)) if tickets else None,
         },
-        "cite_rate": (cites / loads) if loads else None,
-        "most_helpful": [
-            _bullet_line(b)
-            | {"confidence": round(ranking.confidence(b.cites_success, b.cites_failure), 3)}
-            for b in helpful
-        ],
-        "most_harmful": [
-            _bullet_line(b)
-            | {"confidence": round(ranking.confidence(b.cites_success, b.cites_failure), 3)}
-            for b in harmful
-        ],
+        "cite_rate": (cited_after_shown / shown) if shown else None,
+        "cite_rate_counts": {"loaded": shown, "cited": cited_after_shown},
+        "most_helpful": [_bullet_line(b) for b in helpful],
+        "most_harmful": [_bullet_line(b) for b in harmful],
         "recently_demoted": [
             {
                 "id": b.id,
@@ -116,6 +153,9 @@ class Candidate:
     cites: int
     last_loaded_at: datetime | None
     last_cited_at: datetime | None
+    cites_success: int = 0
+    cites_failure: int = 0
+    confidence: float = ranking.START_CONFIDENCE
 
 
 @dataclass
@@ -128,6 +168,9 @@ class PruneReport:
     observed_days: float
     blocked: str | None = None
     candidates: list[Candidate] = field(default_factory=list)
+    # Idle, but their confidence is above the prior (more merged cites than rejected):
+    # the evidence says they help, so only a person archives them.
+    kept: list[Candidate] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
     applied: bool = False
 
@@ -145,34 +188,64 @@ def prune_candidates(
 ) -> list[Candidate]:
     """Active bullets older than ``min_age_days`` with no load and no cite for ``idle_days``.
 
-    Read from the event log, not the counters, so the answer is the audited truth; a
-    bullet with a successful cite in the window is kept even if counters drifted.
+    Read from the event log, not the counters, so the answer is the audited truth: a
+    bullet with a cite in the window is kept even if counters drifted, and each
+    candidate's confidence comes from its rated cite events.
     """
     idle_since = now - timedelta(days=idle_days)
     born_before = now - timedelta(days=min_age_days)
     recent = select(UsageEvent.bullet_id).where(UsageEvent.ts >= idle_since).distinct()
-    rows = session.scalars(
-        select(Bullet)
-        .where(
-            Bullet.status == "active",
-            Bullet.created_at <= born_before,
-            Bullet.id.not_in(recent),
+    rows = list(
+        session.scalars(
+            select(Bullet)
+            .where(
+                Bullet.status == "active",
+                Bullet.created_at <= born_before,
+                Bullet.id.not_in(recent),
+            )
+            .order_by(Bullet.created_at, Bullet.id)
         )
-        .order_by(Bullet.created_at, Bullet.id)
     )
-    return [
-        Candidate(
-            bullet_id=b.id,
-            text=b.text,
-            scope=b.scope,
-            age_days=int((now - b.created_at).total_seconds() // 86400),
-            loads=b.loads,
-            cites=b.cites,
-            last_loaded_at=b.last_loaded_at,
-            last_cited_at=b.last_cited_at,
+    rated = _rated_cites(session, [b.id for b in rows])
+    candidates = []
+    for b in rows:
+        wins, losses = rated.get(b.id, (0, 0))
+        candidates.append(
+            Candidate(
+                bullet_id=b.id,
+                text=b.text,
+                scope=b.scope,
+                age_days=int((now - b.created_at).total_seconds() // 86400),
+                loads=b.loads,
+                cites=b.cites,
+                last_loaded_at=b.last_loaded_at,
+                last_cited_at=b.last_cited_at,
+                cites_success=wins,
+                cites_failure=losses,
+                confidence=round(ranking.confidence(wins, losses), 3),
+            )
         )
-        for b in rows
-    ]
+    return candidates
+
+
+def _rated_cites(session: Session, bullet_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """Each bullet's cites in merged and in rejected work, counted from the event log."""
+    rated: dict[str, tuple[int, int]] = {}
+    cited = UsageEvent.kind == "cited"
+    # In chunks: an IN list of every idle lesson of a large playbook is too long for one query.
+    for start in range(0, len(bullet_ids), 1000):
+        chunk = bullet_ids[start : start + 1000]
+        for bullet_id, wins, losses in session.execute(
+            select(
+                UsageEvent.bullet_id,
+                func.count().filter(cited, UsageEvent.success.is_(True)),
+                func.count().filter(cited, UsageEvent.success.is_(False)),
+            )
+            .where(UsageEvent.bullet_id.in_(chunk), cited)
+            .group_by(UsageEvent.bullet_id)
+        ):
+            rated[bullet_id] = (wins, losses)
+    return rated
 
 
 def prune(
@@ -199,9 +272,12 @@ def prune(
             f"{min_observation_days} days ({remaining:.1f} more)"
         )
         return report
-    report.candidates = prune_candidates(
-        session, idle_days=idle_days, min_age_days=min_age_days, now=now
-    )
+    idle = prune_candidates(session, idle_days=idle_days, min_age_days=min_age_days, now=now)
+    # The same line as "most helpful" in stats and the ranking's confidence: a lesson whose
+    # merged cites outnumber its rejected ones is not archived for being idle.
+    # (Counts, not the rounded confidence: above 0.5 exactly when successes > failures.)
+    report.kept = [c for c in idle if c.cites_success > c.cites_failure]
+    report.candidates = [c for c in idle if c.cites_success <= c.cites_failure]
     if apply:
         for candidate in report.candidates:
             change = lifecycle.archive(
@@ -228,7 +304,15 @@ def prune_markdown(report: PruneReport) -> str:
     ]
     if report.blocked:
         return "\n".join([*lines, f"Nothing pruned: {report.blocked}.", ""])
+    if report.kept:
+        lines += [
+            f"Kept {len(report.kept)} idle lesson(s) cited in more merged than rejected work: "
+            + ", ".join(f"{c.bullet_id} (confidence {c.confidence:.2f})" for c in report.kept),
+            "",
+        ]
     if not report.candidates:
+        if report.kept:
+            return "\n".join([*lines, "No other lesson was idle.", ""])
         return "\n".join([*lines, "Every active lesson was used in the idle window.", ""])
     verb = "Archived" if report.applied else "Would archive"
     lines += [

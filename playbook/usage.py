@@ -224,6 +224,9 @@ class AgentEvent:
     query_id: str | None = None
 
 
+# Every load and cite is about work on a ticket: it is what makes a lesson count once per
+# ticket, and what a cite is matched with a load by in the cite rate.
+MISSING_TICKET = "ticketId is required: name the ticket the work was for, e.g. CTMS-4410"
 # Ranks are positions in a list of lessons; anything beyond this is not a rank.
 MAX_RANK = 10_000
 # Lesson ids one event may name (after repeats are dropped).
@@ -278,10 +281,13 @@ def parse_agent_event(data: Any) -> AgentEvent:
             ts = clock.parse_time(data["ts"])
         except (ValueError, TypeError, OverflowError, OSError):
             raise InvalidInput(f"ts {data['ts']!r} is not an ISO 8601 time or epoch") from None
+    ticket_key = _optional_text(data, fields.TICKET_KEY_CHARS, "ticketId", "ticket")
+    if ticket_key is None:
+        raise InvalidInput(MISSING_TICKET)
     return AgentEvent(
         kind=kind,
         bullet_ids=tuple(unique),
-        ticket_key=_optional_text(data, fields.TICKET_KEY_CHARS, "ticketId", "ticket"),
+        ticket_key=ticket_key,
         phase=_optional_text(data, fields.PHASE_CHARS, "phase"),
         consumer=_optional_text(data, fields.CONSUMER_CHARS, "consumer"),
         success=success if kind == "cited" else None,
@@ -301,30 +307,62 @@ def once_key(kind: str, subject: str, bullet_id: str) -> str:
     return _digest(f"{'shown' if kind == 'loaded' else 'cite'}:{subject}:{bullet_id}")
 
 
+def record_once(
+    session: Session,
+    kind: str,
+    bullet_ids: Sequence[str],
+    *,
+    ticket_key: str,
+    phase: str | None = None,
+    consumer: str | None = None,
+    success: bool | None = None,
+    ranks: Sequence[int | None] | None = None,
+    query_id: str | None = None,
+    ts: datetime | None = None,
+) -> list[UsageEvent]:
+    """Record loads or cites for work on a ticket, each (ticket, lesson, kind) once.
+
+    Reporting a lesson again for the same ticket adds nothing; a repeated cite that brings
+    an outcome (``success``) settles the one already recorded. Returns the new events.
+    """
+    ticket = fields.bounded((ticket_key or "").strip(), "ticketId", fields.TICKET_KEY_CHARS)
+    if not ticket:
+        raise InvalidInput(MISSING_TICKET)
+    ids = [bullet_id.strip() for bullet_id in bullet_ids if bullet_id and bullet_id.strip()]
+    return record(
+        session,
+        kind,
+        ids,
+        ticket_key=ticket,
+        phase=phase,
+        consumer=consumer,
+        success=success,
+        ranks=ranks,
+        query_id=query_id,
+        ts=ts,
+        dedup_keys=[once_key(kind, ticket, bullet_id) for bullet_id in ids],
+    )
+
+
 def record_agent_event(
     session: Session, event: AgentEvent, dedup_key: str | None = None
 ) -> list[UsageEvent]:
-    """Record a parsed agent event (one usage event per bullet id).
+    """Record a parsed agent event (one usage event per bullet id), once per ticket.
 
-    With a ticket, each (ticket, lesson, kind) counts once however often an agent
-    reports it; without one, ``dedup_key`` (the request's Idempotency-Key) makes a
-    resent request record nothing twice.
+    Each (ticket, lesson, kind) counts once however often an agent reports it, by API,
+    by import or both. ``dedup_key`` is accepted for older callers and not needed: an
+    event without a ticket is refused, so the ticket is always the key.
     """
-    keys: list[str | None] | None = None
-    if event.ticket_key:
-        keys = [once_key(event.kind, event.ticket_key, i) for i in event.bullet_ids]
-    elif dedup_key:
-        keys = [_digest(f"{dedup_key}:{i}") for i in event.bullet_ids]
-    return record(
+    del dedup_key  # the ticket is the key; see the docstring
+    return record_once(
         session,
         event.kind,
         event.bullet_ids,
-        ticket_key=event.ticket_key,
+        ticket_key=event.ticket_key or "",
         phase=event.phase,
         consumer=event.consumer,
         success=event.success,
         ranks=[event.rank] * len(event.bullet_ids) if event.rank is not None else None,
         query_id=event.query_id,
         ts=event.ts,
-        dedup_keys=keys,
     )

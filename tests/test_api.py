@@ -82,11 +82,25 @@ def test_post_one_event_and_a_list(client, seeded) -> None:
         ({"event": "cited", "lessonIds": []}, 400, "lessonIds"),
         (
             [
-                {"event": "cited", "lessonIds": ["pb-1"]},
-                {"event": "cited", "lessonIds": ["pb-404"]},
+                {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-9"},
+                {"event": "cited", "lessonIds": ["pb-404"], "ticketId": "CTMS-9"},
             ],
             422,
             "event 2: no bullet",
+        ),
+        ({"event": "cited", "lessonIds": ["pb-1"]}, 400, "event 1: ticketId is required"),
+        (
+            [
+                {"event": "loaded", "lessonIds": ["pb-1"], "ticketId": "CTMS-9"},
+                {"event": "loaded", "lessonIds": ["pb-1"], "ticketId": "  "},
+            ],
+            400,
+            "event 2: ticketId is required",
+        ),
+        (
+            {"event": "cited", "lessonIds": ["pb-1"], "ticketId": None, "ticket": None},
+            400,
+            "ticketId is required",
         ),
         ({"event": "cited", "lessonIds": ["pb-1"], "ts": "yesterday"}, 400, "ts"),
         ({"event": "cited", "lessonIds": ["pb-1"], "phaseSuccess": "yes"}, 400, "phaseSuccess"),
@@ -97,7 +111,7 @@ def test_bad_events_are_rejected_whole(client, seeded, body, status, message) ->
     response = client.post("/api/v1/usage", json=body, headers=AUTH)
     assert response.status_code == status
     assert message in response.get_json()["message"]
-    assert bullet(seeded, "pb-1").cites == 0
+    assert (bullet(seeded, "pb-1").cites, bullet(seeded, "pb-1").loads) == (0, 0)
 
 
 def test_malformed_json_is_400(client, seeded) -> None:
@@ -105,6 +119,24 @@ def test_malformed_json_is_400(client, seeded) -> None:
         "/api/v1/usage", data=b"{not json", headers=AUTH, content_type="application/json"
     )
     assert response.status_code == 400
+
+
+def test_a_lesson_counts_once_per_ticket_and_kind_however_often_it_is_reported(
+    client, seeded
+) -> None:
+    shown = {"event": "loaded", "lessonIds": ["pb-1", "pb-2"], "ticketId": "CTMS-9"}
+    cited = {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-9"}
+    answers = [
+        client.post("/api/v1/usage", json=body, headers=AUTH).get_json()["events"]
+        for body in (shown, shown, cited, [cited, cited], cited | {"phaseSuccess": True})
+    ]
+    assert answers == [2, 0, 1, 0, 0]
+    first = bullet(seeded, "pb-1")
+    # The last report brought the outcome: it settles the cite already counted.
+    assert (first.loads, first.cites, first.cites_success) == (1, 1, 1)
+    other = {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-10"}
+    assert client.post("/api/v1/usage", json=other, headers=AUTH).get_json()["events"] == 1
+    assert bullet(seeded, "pb-1").cites == 2
 
 
 def test_idempotency_key_makes_a_resend_harmless(client, seeded) -> None:

@@ -6,12 +6,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from bot.github import GitHubClients
 from bot.reconcile import reconcile
-from playbook import lifecycle
+from playbook import clock, lifecycle, upkeep, usage
 from playbook.db import transaction
+from playbook.models import UsageEvent
 
 from loop_harness import INSTALLATION, REPO, Loop
 
@@ -138,6 +139,107 @@ def test_backfill_applies_closed_pull_requests_within_the_window(loop: Loop) -> 
     assert again.seen == 2
     with transaction(loop.engine) as session:
         assert lifecycle.get(session, "pb-1").cites == 2  # applying twice counts nothing twice
+
+
+def test_backfill_records_cites_when_they_were_made_so_old_work_looks_old(loop: Loop) -> None:
+    from bot.backfill import backfill
+    from bot.worker import Services
+
+    now = datetime.now(UTC).replace(microsecond=0)
+
+    def ago(days: float) -> datetime:
+        return now - timedelta(days=days)
+
+    with clock.frozen(ago(400)), transaction(loop.engine) as session:
+        for text in (
+            "Dedupe payment webhooks on the event id",
+            "Take the row lock before re-reading the order",
+            "Pin the Stripe API version in every client",
+            "Never retry a refund without its idempotency key",
+        ):
+            lifecycle.add(session, text, learned_from="CTMS-1", scope="CTMS", actor="seed")
+    loop.github.add_pull(
+        REPO,
+        7,
+        title="CTMS-80 dedupe webhooks",
+        body="Fixes CTMS-80, following [pb-1].",
+        state="closed",
+        merged=True,
+        created_at=_iso(ago(85)),
+        merged_at=_iso(ago(80)),
+        closed_at=_iso(ago(80)),
+        updated_at=_iso(ago(80)),
+    )
+    comments = [
+        ("pb-2 helped with the lock ordering", "reviewer", ago(84)),
+        ("Captured pb-3, learned from CTMS-80.", "playbook-bot[bot]", ago(83)),  # ours
+        ("pb-3 would have helped here", "reviewer", ago(79)),  # after the merge
+    ]
+    for body, user, at in comments:
+        comment = loop.github.add_comment(REPO, 7, body, user)
+        comment["created_at"] = comment["updated_at"] = _iso(at)
+        if user.endswith("[bot]"):
+            comment["user"]["type"] = "Bot"
+    loop.github.add_pull(
+        REPO,
+        8,
+        title="CTMS-81 a rejected attempt",
+        body="Tried [pb-4].",
+        state="closed",
+        closed_by="Codertocat",
+        created_at=_iso(ago(70)),
+        closed_at=_iso(ago(60)),
+        updated_at=_iso(ago(60)),
+    )
+    services = Services(engine=loop.engine, settings=loop.settings)
+    backfill(services, REPO, timedelta(days=90))
+    with transaction(loop.engine) as session:
+        cites = {
+            e.bullet_id: (e.ts, e.success, e.phase)
+            for e in session.scalars(select(UsageEvent).where(UsageEvent.kind == "cited"))
+        }
+        assert cites == {
+            "pb-1": (ago(85), True, "pr"),
+            "pb-2": (ago(84), True, "comment"),
+            "pb-4": (ago(70), False, "pr"),
+        }
+        assert lifecycle.get(session, "pb-1").last_cited_at == ago(85)
+        # Prune sees 85 days of history, and a rejected cite 70 days old as old: pb-4 and the
+        # never-cited pb-3 are idle; pb-1 and pb-2 helped in merged work, so they stay.
+        report = upkeep.prune(session)
+        assert report.blocked is None
+        assert [c.bullet_id for c in report.candidates] == ["pb-3", "pb-4"]
+        assert [c.bullet_id for c in report.kept] == ["pb-1", "pb-2"]
+    backfill(services, REPO, timedelta(days=90))
+    with transaction(loop.engine) as session:
+        assert session.scalar(select(func.count()).select_from(UsageEvent)) == 3
+        assert usage.recount(session) == []
+
+
+def test_a_cite_stamped_in_the_future_is_recorded_now(loop: Loop) -> None:
+    from bot.backfill import backfill
+    from bot.worker import Services
+
+    with transaction(loop.engine) as session:
+        lifecycle.add(session, "Dedupe webhooks", learned_from="CTMS-1", actor="seed")
+    future = datetime.now(UTC) + timedelta(days=3650)
+    loop.github.add_pull(
+        REPO,
+        9,
+        title="CTMS-90",
+        body="Used [pb-1]",
+        state="closed",
+        merged=True,
+        created_at=_iso(future),
+        merged_at=_iso(future),
+        closed_at=_iso(future),
+        updated_at=_iso(future),
+    )
+    before = datetime.now(UTC)
+    backfill(Services(engine=loop.engine, settings=loop.settings), REPO, timedelta(days=90))
+    with transaction(loop.engine) as session:
+        [cite] = usage.events_for(session, "pb-1")
+        assert before <= cite.ts <= datetime.now(UTC)
 
 
 def test_doctor_reports_each_connection(loop: Loop, cli, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,31 +33,61 @@ def test_one_rating_nudges_as_documented() -> None:
     assert round(feedback_multiplier(0, 1), 2) == 0.70
 
 
-def test_confidence_reinforcement() -> None:
-    assert confidence(0) == pytest.approx(0.7)
-    assert confidence(1) == pytest.approx(0.73)
-    assert confidence(2) == pytest.approx(0.757)
-    assert confidence(5) == pytest.approx(0.822853)
-    assert confidence(5) > 0.82
+def test_confidence_is_the_beta_posterior_mean_of_merged_over_rated_cites() -> None:
+    assert confidence(0) == 0.5  # an unused lesson: the prior
+    assert confidence(1) == pytest.approx(2 / 3)
+    assert confidence(5) == pytest.approx(6 / 7)
+    assert confidence(0, 1) == pytest.approx(1 / 3)
+    assert confidence(1, 1) == 0.5
+    assert confidence(20, 10) == pytest.approx(21 / 32)  # 0.656
 
 
-def test_confidence_penalty() -> None:
-    assert confidence(0, 1) == pytest.approx(0.56)
-    assert confidence(1, 1) == pytest.approx(0.584)
-    assert confidence(0, 3) == pytest.approx(0.3584)
+def test_a_lesson_that_helps_more_often_than_not_beats_an_unused_one() -> None:
+    # The case that used to read 0.10 against an unused lesson's 0.70.
+    assert confidence(20, 10) > confidence(0, 0)
+    assert confidence(0, 0) > confidence(10, 20)
+    assert feedback_multiplier(20, 10) > feedback_multiplier(0, 0) > feedback_multiplier(10, 20)
 
 
-def test_confidence_decays_toward_the_prior_when_unused() -> None:
-    fresh = confidence(5, last_used_at=NOW, now=NOW)
-    two_weeks = confidence(5, last_used_at=NOW - timedelta(days=14), now=NOW)
-    four_weeks = confidence(5, last_used_at=NOW - timedelta(days=28), now=NOW)
-    assert fresh == pytest.approx(0.822853)
-    assert two_weeks == pytest.approx(0.7 + 0.122853 / 2)
-    assert four_weeks == pytest.approx(0.7 + 0.122853 / 4)
-    failed = confidence(0, 1, last_used_at=NOW - timedelta(days=14), now=NOW)
-    assert failed == pytest.approx(0.63)  # 0.56 halfway back to 0.7
-    assert confidence(5, last_used_at=NOW - timedelta(days=14), now=NOW, half_life_days=None) == (
-        pytest.approx(0.822853)
+COUNTS = range(61)
+
+
+def test_more_merged_cites_never_lower_and_more_rejected_never_raise() -> None:
+    for successes in COUNTS:
+        for failures in COUNTS:
+            here = (confidence(successes, failures), feedback_multiplier(successes, failures))
+            helped = (
+                confidence(successes + 1, failures),
+                feedback_multiplier(successes + 1, failures),
+            )
+            hurt = (
+                confidence(successes, failures + 1),
+                feedback_multiplier(successes, failures + 1),
+            )
+            assert helped[0] > here[0] > hurt[0], (successes, failures)
+            assert helped[1] >= here[1] >= hurt[1], (successes, failures)
+
+
+def test_confidence_and_multiplier_agree_on_which_lessons_help() -> None:
+    for successes in COUNTS:
+        for failures in COUNTS:
+            helps = successes > failures
+            hurts = successes < failures
+            assert (confidence(successes, failures) > 0.5) is helps
+            assert (confidence(successes, failures) < 0.5) is hurts
+            assert (feedback_multiplier(successes, failures) > 1) is helps
+            assert (feedback_multiplier(successes, failures) < 1) is hurts
+
+
+def test_confidence_does_not_fade_so_a_new_success_never_lowers_it() -> None:
+    # Fading all evidence by the time since the last use would let one new success bring
+    # ten old rejections back in full (from about 0.5 to 0.15). Without fading, another
+    # success always means more confidence, however long the lesson was idle.
+    old = confidence(0, 10, last_used_at=NOW - timedelta(days=365), now=NOW)
+    assert old == pytest.approx(1 / 12)
+    assert confidence(1, 10, last_used_at=NOW, now=NOW) > old
+    assert confidence(5, last_used_at=NOW - timedelta(days=28), now=NOW, half_life_days=14) == (
+        confidence(5)
     )
 
 

@@ -23,10 +23,15 @@ def add(engine: Engine, text: str, day: float = 0) -> str:
 
 
 def event(
-    engine: Engine, kind: str, bullet_id: str, day: float, success: bool | None = None
+    engine: Engine,
+    kind: str,
+    bullet_id: str,
+    day: float,
+    success: bool | None = None,
+    ticket: str = "A-2",
 ) -> None:
     with at(day), transaction(engine) as session:
-        usage.record(session, kind, [bullet_id], ticket_key="A-2", success=success)
+        usage.record_once(session, kind, [bullet_id], ticket_key=ticket, success=success)
 
 
 def prune(engine: Engine, day: float, **kwargs: object) -> upkeep.PruneReport:
@@ -116,7 +121,7 @@ def test_markdown_report(playbook: Engine) -> None:
 
 def test_stats(playbook: Engine) -> None:
     event(playbook, "cited", "pb-2", day=2, success=True)
-    event(playbook, "cited", "pb-2", day=3, success=True)
+    event(playbook, "cited", "pb-2", day=3, success=True, ticket="A-3")
     event(playbook, "cited", "pb-3", day=3, success=False)
     with at(4), transaction(playbook) as session:
         lifecycle.deprecate(session, "pb-3", reason="pr_closed_unmerged", actor="bot")
@@ -130,10 +135,98 @@ def test_stats(playbook: Engine) -> None:
         "failures": 1,
         "unknown_outcome": 0,
     }
-    assert report["cite_rate"] == 3.0
+    # pb-1 was shown on A-2 and never cited there; the cites were of lessons not shown.
+    assert report["cite_rate"] == 0.0
+    assert report["cite_rate_counts"] == {"loaded": 1, "cited": 0}
     assert [b["id"] for b in report["most_helpful"]] == ["pb-2"]
-    assert report["most_helpful"][0]["confidence"] == pytest.approx(0.757)
+    assert report["most_helpful"][0]["confidence"] == pytest.approx(0.75)  # (2 + 1) / (2 + 2)
     assert [b["id"] for b in report["most_harmful"]] == ["pb-3"]
+    assert report["most_harmful"][0]["confidence"] == pytest.approx(0.333)
     assert [(b["id"], b["demoted_reason"]) for b in report["recently_demoted"]] == [
         ("pb-3", "pr_closed_unmerged")
     ]
+
+
+def rate(engine: Engine) -> tuple[float | None, dict[str, int]]:
+    with transaction(engine) as session:
+        report = upkeep.stats(session)
+    return report["cite_rate"], report["cite_rate_counts"]
+
+
+def test_cite_rate_counts_each_lesson_once_per_ticket_and_never_passes_100(
+    playbook: Engine,
+) -> None:
+    # pb-1 was loaded on A-2 by the fixture. Cited there twice, and by a PR of A-2 too:
+    # one lesson shown on one ticket and cited on it.
+    with transaction(playbook) as session:
+        usage.record(session, "cited", ["pb-1"], ticket_key="A-2", success=True)
+        usage.record(session, "cited", ["pb-1"], ticket_key="A-2", pr_key="o/r#1")
+    assert rate(playbook) == (1.0, {"loaded": 1, "cited": 1})
+    # Cites of lessons never shown on their ticket (known from elsewhere) add nothing.
+    for ticket in ("A-3", "A-4", "A-5"):
+        event(playbook, "cited", "pb-2", day=2, ticket=ticket)
+    assert rate(playbook) == (1.0, {"loaded": 1, "cited": 1})
+    # Shown again on A-2, and shown on A-6 but not cited: 1 of 2.
+    event(playbook, "loaded", "pb-1", day=3)
+    event(playbook, "loaded", "pb-1", day=3, ticket="A-6")
+    assert rate(playbook) == (0.5, {"loaded": 2, "cited": 1})
+
+
+def test_no_cite_rate_before_anything_is_shown(engine: Engine) -> None:
+    add(engine, "A lesson")
+    event(engine, "cited", "pb-1", day=1, success=True)
+    assert rate(engine) == (None, {"loaded": 0, "cited": 0})
+
+
+def rated(engine: Engine, bullet_id: str, merged: int, rejected: int, day: float = 2) -> None:
+    with at(day), transaction(engine) as session:
+        for n in range(merged + rejected):
+            usage.record_once(
+                session, "cited", [bullet_id], ticket_key=f"R-{n}", success=n < merged
+            )
+
+
+def test_most_helpful_is_ordered_by_confidence(engine: Engine) -> None:
+    for text in ("Twenty merged, ten rejected", "Never cited", "One merged", "Ten rejected"):
+        add(engine, text)
+    rated(engine, "pb-1", 20, 10)
+    rated(engine, "pb-3", 1, 0)
+    rated(engine, "pb-4", 0, 10)
+    with transaction(engine) as session:
+        report = upkeep.stats(session)
+    helpful = [(b["id"], b["confidence"]) for b in report["most_helpful"]]
+    assert helpful == [("pb-3", 0.667), ("pb-1", 0.656)]  # the unused pb-2 (0.5) is neither
+    assert [(b["id"], b["confidence"]) for b in report["most_harmful"]] == [("pb-4", 0.083)]
+
+
+def test_prune_keeps_idle_lessons_that_help_and_archives_the_rest(engine: Engine) -> None:
+    for text in ("Mostly merged", "Mostly rejected", "Even", "Never cited"):
+        add(engine, text)
+    rated(engine, "pb-1", 20, 10, day=1)
+    rated(engine, "pb-2", 1, 3, day=1)
+    rated(engine, "pb-3", 2, 2, day=1)
+    report = prune(engine, day=60, apply=True)
+    assert report.archived == ["pb-2", "pb-3", "pb-4"]
+    [kept] = report.kept
+    assert (kept.bullet_id, kept.cites_success, kept.cites_failure, kept.confidence) == (
+        "pb-1",
+        20,
+        10,
+        0.656,
+    )
+    assert [c.confidence for c in report.candidates] == [0.333, 0.5, 0.5]
+    with transaction(engine) as session:
+        assert lifecycle.get(session, "pb-1").status == "active"
+        assert lifecycle.get(session, "pb-2").status == "archived"
+    text = upkeep.prune_markdown(report)
+    assert "Kept 1 idle lesson(s) cited in more merged than rejected work: pb-1" in text
+    assert "| pb-2 |" in text
+
+
+def test_prune_reads_helpfulness_from_the_event_log(engine: Engine) -> None:
+    add(engine, "Helped once")
+    rated(engine, "pb-1", 1, 0, day=1)
+    with transaction(engine) as session:
+        lifecycle.get(session, "pb-1").cites_success = 0  # drifted counters
+        lifecycle.get(session, "pb-1").cites_failure = 5
+    assert [c.bullet_id for c in prune(engine, day=60).kept] == ["pb-1"]

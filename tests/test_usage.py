@@ -173,3 +173,66 @@ def test_concurrent_adds_get_distinct_ids(engine: Engine) -> None:
         thread.join()
     assert errors == []
     assert sorted(ids, key=lifecycle.sort_key) == [f"pb-{n}" for n in range(1, 9)], ids
+
+
+def test_record_once_counts_a_lesson_once_per_ticket_and_kind(playbook: Engine) -> None:
+    with transaction(playbook) as session:
+        first = usage.record_once(session, "cited", ["pb-1", "pb-2", "pb-1"], ticket_key="A-1")
+        again = usage.record_once(session, "cited", ["pb-1"], ticket_key=" A-1 ")
+        loaded = usage.record_once(session, "loaded", ["pb-1"], ticket_key="A-1")
+        elsewhere = usage.record_once(session, "cited", ["pb-1"], ticket_key="A-2")
+    assert [e.bullet_id for e in first] == ["pb-1", "pb-2"]
+    assert (again, len(loaded), len(elsewhere)) == ([], 1, 1)
+    assert (bullet(playbook, "pb-1").cites, bullet(playbook, "pb-1").loads) == (2, 1)
+
+
+def test_a_repeated_cite_settles_the_outcome_of_the_first(playbook: Engine) -> None:
+    with transaction(playbook) as session:
+        usage.record_once(session, "cited", ["pb-1"], ticket_key="A-1")
+    with transaction(playbook) as session:
+        usage.record_once(session, "cited", ["pb-1"], ticket_key="A-1", success=False)
+    with transaction(playbook) as session:
+        usage.record_once(session, "cited", ["pb-1"], ticket_key="A-1", success=False)
+    first = bullet(playbook, "pb-1")
+    assert (first.cites, first.cites_success, first.cites_failure) == (1, 0, 1)
+    with transaction(playbook) as session:
+        assert usage.recount(session) == []
+
+
+@pytest.mark.parametrize("ticket", ["", "   ", None])
+def test_record_once_refuses_work_without_a_ticket(playbook: Engine, ticket) -> None:
+    with pytest.raises(InvalidInput, match="ticketId"), transaction(playbook) as session:
+        usage.record_once(session, "cited", ["pb-1"], ticket_key=ticket)
+    assert bullet(playbook, "pb-1").cites == 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"event": "cited", "lessonIds": ["pb-1"]},
+        {"event": "cited", "lessonIds": ["pb-1"], "ticketId": ""},
+        {"event": "loaded", "lessonIds": ["pb-1"], "ticketId": " \t"},
+        {"event": "loaded", "lessonIds": ["pb-1"], "ticket": None},
+    ],
+)
+def test_an_agent_event_without_a_ticket_is_refused_naming_ticket_id(data) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        usage.parse_agent_event(data)
+    assert str(refused.value).startswith("ticketId is required")
+    assert "\n" not in str(refused.value)
+
+
+def test_an_agent_event_counts_once_per_ticket_by_api_import_or_both(playbook: Engine) -> None:
+    event = usage.parse_agent_event(
+        {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "A-1", "ts": "2026-11-01T10:00:00Z"}
+    )
+    later = usage.parse_agent_event(
+        {"event": "cited", "lessonIds": ["pb-1"], "ticket": "A-1", "phase": "review"}
+    )
+    with transaction(playbook) as session:
+        assert len(usage.record_agent_event(session, event, "line-1")) == 1
+        assert usage.record_agent_event(session, event, "line-2") == []
+        assert usage.record_agent_event(session, later) == []
+    with transaction(playbook) as session:
+        [recorded] = usage.events_for(session, "pb-1")
+        assert recorded.ts == datetime(2026, 11, 1, 10, 0, tzinfo=UTC)

@@ -53,7 +53,8 @@ def post_usage() -> tuple[Any, int]:
     """Record loads and cites: one event or a list, in the `.lesson-usage.jsonl` shape.
 
     All or nothing: one bad event rejects the request, so an agent can fix and resend it.
-    An ``Idempotency-Key`` header makes a resent request record nothing twice.
+    Every event names its ticket (``ticketId``), and each (ticket, lesson, kind) counts
+    once, so a resent request records nothing twice with or without an Idempotency-Key.
     """
     if request.mimetype != "application/json":
         return error(415, "send the events as application/json")
@@ -69,16 +70,17 @@ def post_usage() -> tuple[Any, int]:
             events.append(usage.parse_agent_event(item))
         except PlaybookError as problem:
             return error(400, f"event {position}: {problem}")
-    key = request.headers.get("Idempotency-Key", "").strip() or None
-    if key is not None and (len(key) > MAX_KEY_CHARS or not key.isascii()):
+    # Agents written for earlier versions send an Idempotency-Key; it is still checked like
+    # any header we read, though the ticket now makes every event count once by itself.
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > MAX_KEY_CHARS or not key.isascii():
         return error(400, f"Idempotency-Key must be at most {MAX_KEY_CHARS} ASCII characters")
     recorded = 0
     try:
         with db.transaction(runtime().engine) as session:
             for position, event in enumerate(events, start=1):
                 try:
-                    dedup = f"{key}:{position}" if key else None
-                    recorded += len(usage.record_agent_event(session, event, dedup))
+                    recorded += len(usage.record_agent_event(session, event))
                 except PlaybookError as problem:
                     raise _Rejected(position, problem) from None
     except _Rejected as rejected:

@@ -28,9 +28,12 @@ def format_stats(report: dict[str, Any]) -> str:
         f"coverage: {coverage['with_lessons']} of {coverage['tickets']} tickets got lessons"
         + (f" ({share:.0%})" if share is not None else "")
     )
-    rate = report["cite_rate"]
+    rate, pairs = report["cite_rate"], report["cite_rate_counts"]
     lines.append(
-        f"cite rate: {rate:.0%} of loads" if rate is not None else "cite rate: no loads yet"
+        f"cite rate: {rate:.0%} ({pairs['cited']} of {pairs['loaded']} lessons shown on a "
+        "ticket were cited on it)"
+        if rate is not None
+        else "cite rate: no lessons shown on a ticket yet"
     )
     for title, key in (("most helpful", "most_helpful"), ("most harmful", "most_harmful")):
         if report[key]:

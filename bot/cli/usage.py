@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from bot.cli.base import Context, UserError, pass_context
-from playbook import usage
+from playbook import fields, usage
 
 
 @click.group(name="usage")
@@ -16,7 +16,7 @@ def usage_group() -> None:
 @usage_group.command(name="record")
 @click.argument("kind", type=click.Choice(["loaded", "cited"]))
 @click.option("--ids", required=True, help="Comma-separated bullet ids, in the order shown.")
-@click.option("--ticket", required=True, help="Ticket the work was for, e.g. CTMS-4337.")
+@click.option("--ticket", default=None, help="Ticket the work was for, e.g. CTMS-4337 (required).")
 @click.option("--phase", default=None, help="Agent phase, e.g. plan, implement, review.")
 @click.option("--consumer", default=None, help="Which agent or tool used the lessons.")
 @click.option(
@@ -30,24 +30,44 @@ def record(
     ctx: Context,
     kind: str,
     ids: str,
-    ticket: str,
+    ticket: str | None,
     phase: str | None,
     consumer: str | None,
     success: bool | None,
     query_id: str | None,
 ) -> None:
-    """Record that bullets were loaded into or cited by work on a ticket."""
-    bullet_ids = [item.strip() for item in ids.split(",") if item.strip()]
+    """Record that bullets were loaded into or cited by work on a ticket.
+
+    Each (ticket, lesson, kind) counts once: running the same command again adds nothing,
+    and a repeated cite with --success/--failure settles the outcome of the first.
+    """
+    bullet_ids = list(dict.fromkeys(item.strip() for item in ids.split(",") if item.strip()))
     if not bullet_ids:
         raise UserError("--ids needs at least one bullet id, e.g. --ids pb-1,pb-2")
+    # Checked by hand rather than by click's required=True, whose answer is a usage page.
+    ticket = (ticket or "").strip()
+    if not ticket:
+        raise UserError("--ticket is required: the ticket the work was for, e.g. CTMS-4337")
     if kind == "loaded" and success is not None:
         raise UserError("--success/--failure apply to cites, not loads")
+    # Checked here, not by the database, so the message names the option (a domain
+    # InvalidInput becomes `error: ...` and exit 2).
+    for bullet_id in bullet_ids:
+        fields.bounded(bullet_id, "--ids", fields.BULLET_ID_CHARS)
+    for option, value, limit in (
+        ("--ticket", ticket, fields.TICKET_KEY_CHARS),
+        ("--phase", phase, fields.PHASE_CHARS),
+        ("--consumer", consumer, fields.CONSUMER_CHARS),
+        ("--query-id", query_id, fields.QUERY_ID_CHARS),
+    ):
+        if value is not None:
+            fields.bounded(value, option, limit)
     with ctx.transaction() as session:
-        events = usage.record(
+        events = usage.record_once(
             session,
             kind,
             bullet_ids,
-            ticket_key=ticket.strip(),
+            ticket_key=ticket,
             phase=phase,
             consumer=consumer,
             success=success,
@@ -55,7 +75,11 @@ def record(
             ranks=list(range(1, len(bullet_ids) + 1)) if kind == "loaded" else None,
             query_id=query_id,
         )
-    click.echo(f"recorded {len(events)} {kind} event{'s' if len(events) != 1 else ''}")
+    message = f"recorded {len(events)} {kind} event{'s' if len(events) != 1 else ''}"
+    again = [i for i in bullet_ids if i not in {event.bullet_id for event in events}]
+    if again:
+        message += f"; {', '.join(again)} already counted for {ticket}"
+    click.echo(message)
 
 
 @usage_group.command(name="recount")

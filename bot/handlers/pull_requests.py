@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -60,11 +62,19 @@ def scope_of(ticket: str, repo: str) -> str:
     return repo if "#" in ticket else ticket.rsplit("-", 1)[0]
 
 
-def cite(session: Session, pr_key: str, ticket: str | None, text: str | None, origin: str) -> int:
+def cite(
+    session: Session,
+    pr_key: str,
+    ticket: str | None,
+    text: str | None,
+    origin: str,
+    at: datetime | None = None,
+) -> int:
     """Record the bullet ids in ``text`` as cites made in a PR, once per PR and bullet.
 
     A PR that names pb-12 in its body, a commit and a review is one piece of evidence
-    about pb-12, so its outcome is one rating, not three.
+    about pb-12, so its outcome is one rating, not three. ``at`` is when the text was
+    written (backfill reads it from GitHub); by default, now.
     """
     ids = bullet_ids(text)
     if not ids:
@@ -84,6 +94,9 @@ def cite(session: Session, pr_key: str, ticket: str | None, text: str | None, or
         phase=origin,
         consumer="github",
         pr_key=pr_key,
+        # A time from a payload or the API is GitHub's word, but never later than now: a
+        # cite from the future would look fresh, and keep its lesson from pruning, forever.
+        ts=min(clock.to_utc(at), clock.now()) if at is not None else None,
         dedup_keys=[usage.once_key("cited", pr_key, i) for i in ids],
     )
     return len(events)
@@ -201,10 +214,15 @@ def apply_pull_request(
     body: str | None,
     labels: list[str],
     closer: Closer | None = None,
+    *,
+    written_at: datetime | None = None,
+    comments: Sequence[tuple[str | None, datetime | None]] = (),
 ) -> None:
     """What any news about a PR means: links, captured lessons, cites, and its outcome.
 
-    Shared by the webhook handler and `backfill`, which walks closed PRs through the API.
+    Shared by the webhook handler and `backfill`, which walks closed PRs through the API
+    and passes when the body was written (``written_at``) and the PR's comments with their
+    times, so each cite is recorded when it was made, before the outcome settles it.
     An outcome is applied once per closing (``evidence_of``): an edit of a closed PR, a
     duplicate delivery or a backfill re-run finds it applied already and changes nothing.
     """
@@ -215,7 +233,9 @@ def apply_pull_request(
         tickets = tracking.link(session, seen.key, kinds)
         primary = next((t for t in links.tickets if t in tickets), tickets[0] if tickets else None)
         added = capture(session, body, primary or seen.key, seen.repo, seen.url)
-        cited = cite(session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr")
+        cited = cite(session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr", written_at)
+        for text, at in comments:
+            cited += cite(session, seen.key, primary, text, "comment", at)
         state, applied = pull.state, pull.outcome_evidence
     log.info(
         "%s (%s): tickets %s, %d lessons captured, %d cites",
