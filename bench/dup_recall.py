@@ -1,6 +1,9 @@
 """Retrieval quality on real tickets: does the older of two duplicate Jira issues come back?
 
-Usage: python bench/dup_recall.py [DATASET]   (default: ../shared/datasets/apache-jira-dev.jsonl.gz)
+Usage: python bench/dup_recall.py [DATASET] [--generated] [--seed N]
+
+The dataset is ../shared/datasets/apache-jira-dev.jsonl.gz when present, else issues generated
+in its shape (see bench/datasets.py); stderr and the JSON line say which.
 
 Issues are replayed in creation order. Each issue becomes a lesson when it is created (text =
 summary + first 500 characters of the description, tags = labels + components, scope = its
@@ -13,7 +16,7 @@ freshness) and for the text match alone. Ends with one JSON line.
 
 from __future__ import annotations
 
-import gzip
+import argparse
 import json
 import re
 import sys
@@ -30,51 +33,14 @@ from sqlalchemy.orm import Session
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import datasets  # noqa: E402
+from datasets import duplicate_pairs, lesson, lesson_text, ticket  # noqa: E402
 
 from playbook import clock, db, lifecycle  # noqa: E402
 from playbook.retrieval import Retriever  # noqa: E402
-from playbook.text import DESCRIPTION_CHARS, Ticket  # noqa: E402
-
-DEFAULT = ROOT.parent / "shared" / "datasets" / "apache-jira-dev.jsonl.gz"
-
-
-def load(path: Path) -> list[dict[str, Any]]:
-    """The issues, oldest first."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as lines:
-        rows = [json.loads(line) for line in lines if line.strip()]
-    return sorted(rows, key=lambda row: (row["created"], row["key"]))
-
-
-def duplicate_pairs(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """(older, newer) positions of every Duplicate link with both ends in the file, once each."""
-    position = {row["key"]: i for i, row in enumerate(rows)}
-    pairs = set()
-    for i, row in enumerate(rows):
-        for link in row.get("links") or []:
-            other = position.get(link.get("key"))
-            if link.get("type") == "Duplicate" and other is not None and other != i:
-                pairs.add((min(i, other), max(i, other)))
-    return sorted(pairs)
-
-
-def lesson_text(row: dict[str, Any]) -> str:
-    """A lesson made from an issue: its summary and the start of its description."""
-    return f"{row['summary']}\n{(row.get('description') or '')[:DESCRIPTION_CHARS]}"
-
-
-def lesson(row: dict[str, Any], source: str) -> dict[str, Any]:
-    """The issue as the lesson learned from it, in the shape ``lifecycle.put`` takes."""
-    return {
-        "id": row["key"],
-        "text": lesson_text(row),
-        "tags": (row.get("labels") or []) + (row.get("components") or []),
-        "scope": row["project"],
-        "learned_from": row["key"],
-        "section": "error_resolution",
-        "source": source,
-        "status": "active",
-    }
+from playbook.text import DESCRIPTION_CHARS  # noqa: E402
 
 
 @contextmanager
@@ -89,17 +55,6 @@ def scratch_playbook(name: str) -> Iterator[Engine]:
         clock.reset()
         engine.dispose()
         folder.cleanup()
-
-
-def ticket(row: dict[str, Any]) -> Ticket:
-    """The issue as a ticket (labels and components together)."""
-    return Ticket(
-        key=row["key"],
-        summary=row["summary"] or "",
-        description=row.get("description"),
-        labels=tuple((row.get("labels") or []) + (row.get("components") or [])),
-        scope=row["project"],
-    )
 
 
 def score(ranks: list[int | None]) -> tuple[float, float]:
@@ -169,10 +124,12 @@ def baseline(rows: list[dict[str, Any]], pairs: list[tuple[int, int]]) -> list[i
 
 def main() -> None:
     """Print the table and the JSON line."""
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
-    rows = load(path)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    datasets.add_arguments(parser, positional=True)
+    dataset = datasets.from_arguments(parser.parse_args())
+    rows = dataset.rows
     pairs = duplicate_pairs(rows)
-    print(f"{path.name}: {len(rows)} issues, {len(pairs)} duplicate pairs")
+    print(f"{dataset.name}: {len(rows)} issues, {len(pairs)} duplicate pairs")
     started = time.perf_counter()
     base_recall, base_mrr = score(baseline(rows, pairs))
     label = "rank_bm25, \\w+ tokens (baseline)"
@@ -195,6 +152,7 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "dataset": dataset.describe(),
                 "pairs": len(pairs),
                 "recall@5": round(recall, 3),
                 "mrr@10": round(mrr, 3),

@@ -1,6 +1,9 @@
 """The loop on real outcomes: replay a Jira dataset through the playbook, with the loop on and off.
 
-Usage: python bench/replay.py [DATASET]   (default: ../shared/datasets/apache-jira-dev.jsonl.gz)
+Usage: python bench/replay.py [DATASET] [--generated] [--seed N]
+
+The dataset is ../shared/datasets/apache-jira-dev.jsonl.gz when present, else issues generated
+in its shape (see bench/datasets.py); stderr and the JSON line say which.
 
 Creations and resolutions are replayed in time order on a fresh SQLite playbook, one
 transaction per event as the worker would, with the playbook's clock set to the event's time:
@@ -21,6 +24,7 @@ rejected work when shown, and events replayed per second. Ends with one JSON lin
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -31,7 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from dup_recall import DEFAULT, duplicate_pairs, lesson, load, score, scratch_playbook, ticket  # noqa: E402
+import datasets  # noqa: E402
+from datasets import duplicate_pairs, lesson, ticket  # noqa: E402
+from dup_recall import score, scratch_playbook  # noqa: E402
 
 from playbook import clock, db, lifecycle, tracking, usage  # noqa: E402
 from playbook.retrieval import Retriever  # noqa: E402
@@ -144,10 +150,12 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
 
 def main() -> None:
     """Print both runs and the JSON line."""
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
-    rows = load(path)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    datasets.add_arguments(parser, positional=True)
+    dataset = datasets.from_arguments(parser.parse_args())
+    rows = dataset.rows
     pairs = duplicate_pairs(rows)
-    print(f"{path.name}: {len(rows)} issues, {len(pairs)} duplicate pairs")
+    print(f"{dataset.name}: {len(rows)} issues, {len(pairs)} duplicate pairs")
     runs = {}
     for name, loop in (("loop off (bm25, no demotion)", False), ("loop on", True)):
         r = replay(rows, pairs, loop)
@@ -157,7 +165,7 @@ def main() -> None:
             f"shown from rejected work {100 * r['shown_from_rejected_work']:.2f}%  "
             f"{r['demoted']} demoted  {r['events_per_s']} events/s"
         )
-    print(json.dumps({"pairs": len(pairs), **runs}))
+    print(json.dumps({"dataset": dataset.describe(), "pairs": len(pairs), **runs}))
 
 
 if __name__ == "__main__":

@@ -1,130 +1,568 @@
-"""Retrieval speed: the incremental BM25 index against rank_bm25.BM25Okapi on the same corpus.
+"""Retrieval speed at real scale: index, real search path, add, cold start, and two baselines.
 
-Usage: python bench/retrieval_speed.py [--sizes 1000,10000,100000] [--dataset PATH]
+Usage: python bench/retrieval_speed.py [--sizes 1000,10000,100000] [--cold-sizes 20000]
+           [--database-url postgresql+psycopg://user@host/db] [--dataset PATH | --generated]
 
-Playbooks are made from real Apache Jira tickets (summary + start of the description); past
-the 7,983 tickets of the dataset, lessons are recombined from two tickets' sentences so every
-lesson is distinct. Queries are other tickets synthesized as the product does. Reports index
-build time, p50/p99 search latency, and how long an added bullet takes to become searchable.
-Ends with one JSON line.
+Needs the bench extra (`pip install '.[bench]'`, for bm25s) and the package installed, since the
+cold-start rows run the `playbook-bot` command.
+
+Lessons are tickets of the dataset (summary + start of the description, labels and components
+as tags): ../shared/datasets/apache-jira-dev.jsonl.gz when present, else issues generated in its
+shape (bench/datasets.py); past the dataset's size, lessons are recombined from two tickets' words
+so every lesson is distinct. Queries are 300 other tickets synthesized as the product does. Every
+row below runs on the same lessons and the same token lists, side by side in one run:
+
+1. the index alone (`BM25Index`, tokens given): build, p50/p99 search, add-then-searchable;
+2. `rank_bm25.BM25Okapi` on the same tokens: build, p50 of `get_scores`;
+3. `bm25s` (sparse-matrix BM25) indexed with the same token lists: build, p50/p99 `retrieve`;
+4. the real path, `Retriever().search(session, ticket)` on a SQLite file in a temporary folder
+   (and on PostgreSQL with --database-url, in a schema of its own, dropped afterwards): the first
+   search of a process (which builds the index), then p50/p99 after warm-up, each search in its
+   own transaction as the CLI and the worker run it;
+5. `lifecycle.add` of one new lesson into the playbook's one scope, in process and warm, its
+   transaction included: p50;
+6. cold start: wall time of a fresh `playbook-bot search ...` process on the bench database, and
+   of `playbook-bot --help` (beside `python -c pass`, the interpreter's own start).
+
+The bench playbooks are filled with bulk inserts (one version, no revisions), not `add`.
+Slow rows stop early (each says how many samples it took). Ends with one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
+import platform
 import random
+import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from rank_bm25 import BM25Okapi
+from sqlalchemy import Engine, insert, text
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from dup_recall import DEFAULT, lesson_text, load, ticket  # noqa: E402
+import datasets  # noqa: E402
+from datasets import lesson_text, tags, ticket  # noqa: E402
 
+from playbook import clock, db, lifecycle  # noqa: E402
 from playbook.index import BM25Index  # noqa: E402
-from playbook.text import bullet_tokens, query_tokens  # noqa: E402
+from playbook.models import Bullet  # noqa: E402
+from playbook.retrieval import Retriever  # noqa: E402
+from playbook.text import Ticket, bullet_tokens, query_tokens  # noqa: E402
+
+try:
+    import bm25s
+except ImportError:  # a bench-only dependency
+    sys.exit("bm25s is not installed: pip install '.[bench]'")
+
+SCOPE = "BENCH"
+QUERIES = 300
+WARM_UP = 20
+# Upper bounds for the slow rows, so a slow build still finishes the default run in minutes.
+ADD_BUDGET_S = 20.0
+COLD_BUDGET_S = 60.0
+REFERENCE_BUDGET_S = 15.0
+# The issue's goals.
+GOAL_REAL_VS_BM25S = 2.0
+GOAL_ADD_MS = 20.0
+GOAL_COLD_S = 2.0
+GOAL_HELP_S = 0.3
 
 
-def percentile(values: list[float], share: float) -> float:
+def log(message: str) -> None:
+    """Progress on stderr: the 100k rows take minutes."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], share: float) -> float:
     """The ``share`` quantile of ``values``."""
     ordered = sorted(values)
     return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
 
 
-def corpus(rows: list[dict], size: int, rng: random.Random) -> list[list[str]]:
-    """``size`` lesson token lists from real tickets, recombined past the dataset's size."""
-    base = [bullet_tokens(lesson_text(r), r.get("labels") or []) for r in rows]
-    docs = list(base[:size])
-    while len(docs) < size:
-        a, b = rng.sample(base, 2)
-        docs.append(a[: len(a) // 2] + b[len(b) // 2 :])
-    return docs
+def ms(seconds: float) -> float:
+    """Seconds as milliseconds, rounded for the report."""
+    return round(seconds * 1000, 3)
 
 
-def measure(size: int, rows: list[dict], queries: list[list[str]], rng: random.Random) -> dict:
-    """Build, search and add timings at one playbook size."""
-    docs = corpus(rows, size, rng)
+def timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one call."""
     started = time.perf_counter()
+    result = call()
+    return time.perf_counter() - started, result
+
+
+def lessons(rows: list[dict[str, Any]], size: int, rng: random.Random) -> list[tuple[str, list]]:
+    """``size`` distinct (text, tags) lessons: the tickets, then recombinations of two."""
+    made = [(lesson_text(r), tags(r)) for r in rows[:size]]
+    seen = {text for text, _ in made}
+    while len(made) < size:
+        a, b = rng.sample(rows, 2)
+        first, second = lesson_text(a).split(" "), lesson_text(b).split(" ")
+        mixed = " ".join(first[: len(first) // 2] + second[len(second) // 2 :])
+        if mixed not in seen:
+            seen.add(mixed)
+            made.append((mixed, rng.choice((tags(a), tags(b)))))
+    return made
+
+
+def _tokenize(chunk: list[tuple[str, list]]) -> list[list[str]]:
+    return [bullet_tokens(text, tags) for text, tags in chunk]
+
+
+def tokenize_all(made: list[tuple[str, list]]) -> list[list[str]]:
+    """Every lesson's tokens, as the retriever makes them, on every core (bench set-up only)."""
+    chunks = [made[i : i + 2000] for i in range(0, len(made), 2000)]
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return [tokens for part in pool.map(_tokenize, chunks) for tokens in part]
+
+
+# --- in-memory rows: the index alone and the two baselines ----------------------------------
+
+
+def index_row(docs: list[list[str]], queries: list[list[str]], rng: random.Random) -> dict:
+    """Build, search and add-then-searchable timings of the index alone."""
     index = BM25Index()
-    for i, tokens in enumerate(docs):
-        index.add(f"pb-{i}", tokens)
-    build = time.perf_counter() - started
-    cold = []
-    for query in queries[:20]:  # first searches fold pending postings into arrays
-        t0 = time.perf_counter()
-        index.search(query, k=5)
-        cold.append((time.perf_counter() - t0) * 1000)
+    ids = [f"pb-{i + 1}" for i in range(len(docs))]
+    if hasattr(index, "bulk"):
+        build, _ = timed(
+            lambda: index.bulk((i, t, SCOPE, 0.0) for i, t in zip(ids, docs, strict=True))
+        )
+    else:
+
+        def one_by_one() -> None:
+            for doc_id, tokens in zip(ids, docs, strict=True):
+                index.add(doc_id, tokens, SCOPE)
+
+        build, _ = timed(one_by_one)
+    cold = [timed(lambda q=q: index.search(q, k=5))[0] for q in queries[:WARM_UP]]
     for query in queries:
         index.search(query, k=5)
-    latencies = []
-    for query in queries:
-        t0 = time.perf_counter()
-        index.search(query, k=5)
-        latencies.append((time.perf_counter() - t0) * 1000)
+    latencies = [timed(lambda q=q: index.search(q, k=5))[0] for q in queries]
     adds = []
     for n in range(20):
-        tokens = [f"freshword{n}", *docs[rng.randrange(size)][:30]]
+        tokens = [f"freshword{n}", *docs[rng.randrange(len(docs))][:30]]
         query = [f"freshword{n}", *queries[n]]
-        t0 = time.perf_counter()
-        index.add(f"new-{n}", tokens)
-        index.search(query, k=5)  # a ticket-sized search right after the add
-        adds.append((time.perf_counter() - t0) * 1000)
+
+        def add_then_search(n: int = n, tokens: list = tokens, query: list = query) -> None:
+            index.add(f"new-{n}", tokens, SCOPE)
+            index.search(query, k=5)
+
+        adds.append(timed(add_then_search)[0])
         assert index.search([f"freshword{n}"], k=1)[0][0] == f"new-{n}"
-    started = time.perf_counter()
-    reference = BM25Okapi(docs)
-    reference_build = time.perf_counter() - started
-    sample = queries[: 5 if size >= 100_000 else 30]
-    reference_latencies = []
-    for query in sample:
-        t0 = time.perf_counter()
-        reference.get_scores(query)
-        reference_latencies.append((time.perf_counter() - t0) * 1000)
     return {
-        "bullets": size,
         "build_s": round(build, 2),
-        "p50_ms": round(percentile(latencies, 0.5), 3),
-        "p99_ms": round(percentile(latencies, 0.99), 3),
-        "cold_first_20_max_ms": round(max(cold), 1),
-        "add_searchable_ms": round(percentile(adds, 0.5), 3),
-        "add_searchable_max_ms": round(max(adds), 3),
-        "rank_bm25_build_s": round(reference_build, 2),
-        "rank_bm25_p50_ms": round(statistics.median(reference_latencies), 1),
-        "speedup_p50": round(
-            statistics.median(reference_latencies) / percentile(latencies, 0.5), 1
-        ),
+        "first_searches_max_ms": ms(max(cold)),
+        "p50_ms": ms(percentile(latencies, 0.5)),
+        "p99_ms": ms(percentile(latencies, 0.99)),
+        "add_searchable_ms": ms(percentile(adds, 0.5)),
     }
 
 
-def main() -> None:
-    """Print the table and the JSON line."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--dataset", type=Path, default=DEFAULT)
-    args = parser.parse_args()
-    rng = random.Random(42)
-    rows = load(args.dataset)
-    queries = [query_tokens(ticket(r)) for r in rng.sample(rows, 300)]
-    mean_tokens = statistics.mean(len(q) for q in queries)
-    print(f"queries: 300 real tickets, {mean_tokens:.0f} tokens on average")
+def bm25s_row(docs: list[list[str]], queries: list[list[str]]) -> dict:
+    """bm25s indexed with the same token lists, queried with the same query tokens."""
+    retriever = bm25s.BM25()
+    build, _ = timed(lambda: retriever.index(docs, show_progress=False))
+    k = min(5, len(docs))
+
+    def search(query: list[str]) -> Any:
+        return retriever.retrieve([query], k=k, show_progress=False)
+
+    for query in queries[:WARM_UP]:
+        search(query)
+    latencies = [timed(lambda q=q: search(q))[0] for q in queries]
+    return {
+        "build_s": round(build, 2),
+        "p50_ms": ms(percentile(latencies, 0.5)),
+        "p99_ms": ms(percentile(latencies, 0.99)),
+    }
+
+
+def rank_bm25_row(docs: list[list[str]], queries: list[list[str]]) -> dict:
+    """rank_bm25.BM25Okapi on the same tokens; it scores every document, so few queries at 100k."""
+    build, reference = timed(lambda: BM25Okapi(docs))
+    latencies: list[float] = []
+    started = time.perf_counter()
+    for query in queries[:30]:
+        latencies.append(timed(lambda q=query: reference.get_scores(q))[0])
+        if len(latencies) >= 3 and time.perf_counter() - started > REFERENCE_BUDGET_S:
+            break
+    return {
+        "build_s": round(build, 2),
+        "p50_ms": ms(statistics.median(latencies)),
+        "queries": len(latencies),
+    }
+
+
+# --- the real path on a database ------------------------------------------------------------
+
+
+@contextmanager
+def sqlite_playbook() -> Iterator[tuple[Engine, str]]:
+    """An empty SQLite playbook in a temporary folder: (engine, URL for a subprocess)."""
+    with tempfile.TemporaryDirectory(prefix="pbspeed-") as folder:
+        url = f"sqlite:///{folder}/bench.db"
+        engine = db.make_engine(url)
+        db.ensure_schema(engine)
+        try:
+            yield engine, url
+        finally:
+            engine.dispose()
+
+
+@contextmanager
+def postgres_playbook(server_url: str) -> Iterator[tuple[Engine, str]]:
+    """An empty playbook in a fresh schema of a PostgreSQL database, dropped afterwards."""
+    schema = f"pbbench_{uuid.uuid4().hex[:12]}"
+    admin = db.make_engine(server_url)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    # search_path in the URL makes the subprocess of the cold-start row use the schema too.
+    url = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    engine = db.make_engine(url.render_as_string(hide_password=False))
+    try:
+        db.upgrade(engine)
+        yield engine, url.render_as_string(hide_password=False)
+    finally:
+        engine.dispose()
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def fill(engine: Engine, made: list[tuple[str, list]], rng: random.Random) -> float:
+    """Insert the lessons as active bullets of one scope in bulk; returns the seconds taken."""
+    started = time.perf_counter()
+    now = clock.now()
+    with db.transaction(engine) as session:
+        version = lifecycle.bump_version(session)
+    for start in range(0, len(made), 5000):
+        rows = []
+        for n, (body, labels) in enumerate(made[start : start + 5000], start + 1):
+            # Spread over two years, so the freshness weighting sees lessons of every age.
+            changed = now - timedelta(days=rng.uniform(0, 730))
+            rows.append(
+                {
+                    "id": f"pb-{n}",
+                    "number": n,
+                    "text": body,
+                    "section": "best_practice",
+                    "tags": labels,
+                    "scope": SCOPE,
+                    "learned_from": f"{SCOPE}-{n}",
+                    "source": "bench",
+                    "status": "active",
+                    "created_at": changed,
+                    "updated_at": changed,
+                    "loads": 0,
+                    "cites": 0,
+                    "cites_success": 0,
+                    "cites_failure": 0,
+                    "version": version,
+                }
+            )
+        with db.transaction(engine) as session:
+            session.execute(insert(Bullet), rows)
+    return time.perf_counter() - started
+
+
+def real_path_row(engine: Engine, tickets: list[Ticket]) -> dict:
+    """The first search of a process, then p50/p99 of warm searches, one transaction each."""
+
+    def search(retriever: Retriever, query: Ticket) -> Any:
+        with db.transaction(engine) as session:
+            return retriever.search(session, query, k=5)
+
+    retriever = Retriever()
+    first, _ = timed(lambda: search(retriever, tickets[0]))
+    for query in tickets[:WARM_UP]:
+        search(retriever, query)
+    latencies, found = [], 0
+    for query in tickets:
+        took, result = timed(lambda q=query: search(retriever, q))
+        latencies.append(took)
+        found += bool(result.hits)
+    return {
+        "first_search_s": round(first, 2),
+        "p50_ms": ms(percentile(latencies, 0.5)),
+        "p99_ms": ms(percentile(latencies, 0.99)),
+        "queries_with_hits": found,
+        "retriever": retriever,
+    }
+
+
+def add_row(engine: Engine, retriever: Retriever, tickets: list[Ticket]) -> dict:
+    """`lifecycle.add` of new lessons into the scope, warm: p50, and the next search finds it."""
+    adds, after, found, created = [], [], 0, 0
+    started = time.perf_counter()
+    for n, (query, other) in enumerate(itertools.pairwise(tickets[:23])):
+        # One ticket's summary, another's description and a word of its own: a new lesson,
+        # no near-duplicate of any other, that only it matches.
+        marker = "addedlesson" + "".join(chr(ord("a") + int(d)) for d in str(n))
+        body = f"{query.summary} {marker}\n{(other.description or '')[:200]}".strip()
+
+        def add(body: str = body, n: int = n) -> bool:
+            with db.transaction(engine) as session:
+                result = lifecycle.add(
+                    session,
+                    body,
+                    learned_from=f"{SCOPE}-ADD-{n}",
+                    actor="bench",
+                    scope=SCOPE,
+                    source="bench",
+                )
+                return result.created
+
+        took, was_created = timed(add)
+
+        def search(body: str = body) -> Any:
+            with db.transaction(engine) as session:
+                return retriever.search(session, Ticket.from_text(body, scope=SCOPE), k=5)
+
+        searched, result = timed(search)
+        if n < 2:
+            continue  # warm-up: whatever add keeps per process is built by now
+        adds.append(took)
+        after.append(searched)
+        created += was_created
+        found += any(hit.text == body for hit in result.hits)
+        if len(adds) >= 3 and time.perf_counter() - started > ADD_BUDGET_S:
+            break
+    return {
+        "add_p50_ms": ms(percentile(adds, 0.5)),
+        "add_max_ms": ms(max(adds)),
+        "search_after_add_p50_ms": ms(percentile(after, 0.5)),
+        "adds": len(adds),
+        "created": created,
+        "found_by_next_search": found,
+    }
+
+
+# --- cold start: fresh processes ------------------------------------------------------------
+
+
+def command() -> list[str]:
+    """How to run the CLI: the installed console script, else `python -m bot`."""
+    script = Path(sys.executable).with_name("playbook-bot")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("playbook-bot")
+    return [found] if found else [sys.executable, "-m", "bot"]
+
+
+def wall(args: list[str], env: dict[str, str], runs: int, budget: float) -> tuple[list[float], str]:
+    """Wall times of up to ``runs`` fresh processes (at least one); and the last one's stdout."""
+    times: list[float] = []
+    out = ""
+    started = time.perf_counter()
+    while len(times) < runs and (not times or time.perf_counter() - started < budget):
+        t0 = time.perf_counter()
+        done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+        times.append(time.perf_counter() - t0)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(args[:2])} failed: {done.stderr.strip()[-500:]}")
+        out = done.stdout
+    return times, out
+
+
+def cli_env(url: str | None = None) -> dict[str, str]:
+    """The environment of a CLI subprocess: this one, the bench database, quiet logs."""
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
+    if url:
+        env["PLAYBOOK_DATABASE_URL"] = url
+    return env
+
+
+def cold_search_row(url: str, query: Ticket) -> dict:
+    """Wall time of a fresh `playbook-bot search` process on the bench database."""
+    body = f"{query.summary}\n{(query.description or '')[:500]}"
+    args = [*command(), "search", body, "--scope", SCOPE, "-k", "5", "--json"]
+    times, out = wall(args, cli_env(url), runs=3, budget=COLD_BUDGET_S)
+    hits = len(json.loads(out)["results"])
+    return {"cold_search_s": round(statistics.median(times), 2), "runs": len(times), "hits": hits}
+
+
+def startup_rows() -> dict:
+    """`playbook-bot --help` and the bare interpreter, five fresh processes each."""
+    help_times, _ = wall([*command(), "--help"], cli_env(), runs=5, budget=30)
+    python_times, _ = wall([sys.executable, "-c", "pass"], cli_env(), runs=5, budget=30)
+    return {
+        "help_s": round(statistics.median(help_times), 3),
+        "python_s": round(statistics.median(python_times), 3),
+    }
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def database_rows(
+    name: str,
+    playbook: Callable[[], Any],
+    made: list[tuple[str, list]],
+    tickets: list[Ticket],
+    rng: random.Random,
+    cold_only: bool = False,
+) -> dict:
+    """The real path, add and cold-search rows on one database at one size."""
+    with playbook() as (engine, url):
+        row: dict[str, Any] = {"database": name, "fill_s": round(fill(engine, made, rng), 1)}
+        log(f"  {name}: filled {len(made):,} lessons in {row['fill_s']} s")
+        if not cold_only:
+            real = real_path_row(engine, tickets)
+            retriever = real.pop("retriever")
+            row |= real
+            log(f"  {name}: first search {row['first_search_s']} s, p50 {row['p50_ms']} ms")
+            row |= add_row(engine, retriever, tickets[::-1])
+            log(f"  {name}: add p50 {row['add_p50_ms']} ms ({row['adds']} adds)")
+        row |= cold_search_row(url, tickets[1])
+        log(f"  {name}: cold search {row['cold_search_s']} s")
+    return row
+
+
+def machine(database_url: str | None) -> dict:
+    """What the numbers were measured on (no host names, no paths)."""
+    info = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+    if database_url:
+        engine = db.make_engine(database_url)
+        with engine.connect() as connection:
+            info["postgresql"] = connection.execute(text("SHOW server_version")).scalar()
+        engine.dispose()
+    return info
+
+
+def goals(results: list[dict], cold: list[dict], startup: dict) -> dict:
+    """The issue's goals, met or not, for the sizes measured."""
+    verdicts: dict[str, Any] = {"help_le_300ms": startup["help_s"] <= GOAL_HELP_S}
+    for r in results:
+        if r["lessons"] != 100_000:
+            continue
+        sqlite_row = r["databases"][0]
+        ratio = sqlite_row["p50_ms"] / r["bm25s"]["p50_ms"]
+        verdicts["real_path_100k_vs_bm25s"] = round(ratio, 2)
+        verdicts["real_path_100k_within_2x_bm25s"] = ratio <= GOAL_REAL_VS_BM25S
+        verdicts["add_100k_le_20ms"] = sqlite_row["add_p50_ms"] <= GOAL_ADD_MS
+        verdicts["cold_search_100k_le_2s"] = sqlite_row["cold_search_s"] <= GOAL_COLD_S
+    for c in cold:
+        if c["lessons"] == 20_000:
+            verdicts["cold_search_20k_le_2s"] = c["databases"][0]["cold_search_s"] <= GOAL_COLD_S
+    return verdicts
+
+
+def print_tables(results: list[dict], cold: list[dict], startup: dict) -> None:
+    """The rows as the README shows them."""
     print(
-        f"{'bullets':>8} {'build s':>8} {'p50 ms':>8} {'p99 ms':>8} {'add ms':>8} | "
-        f"{'rank_bm25 p50 ms':>16} {'speedup':>8}"
+        f"{'lessons':>8} | {'index p50':>9} {'p99':>7} | {'bm25s p50':>9} {'p99':>7} | "
+        f"{'rank_bm25 p50':>13} | {'db':<10} {'real p50':>8} {'p99':>7} {'x bm25s':>7} | "
+        f"{'1st search s':>12} {'add p50':>8} {'cold s':>6}"
     )
+    for r in results:
+        for d in r["databases"]:
+            print(
+                f"{r['lessons']:>8} | {r['index']['p50_ms']:>9} {r['index']['p99_ms']:>7} | "
+                f"{r['bm25s']['p50_ms']:>9} {r['bm25s']['p99_ms']:>7} | "
+                f"{r['rank_bm25']['p50_ms']:>13} | {d['database']:<10} {d['p50_ms']:>8} "
+                f"{d['p99_ms']:>7} {d['p50_ms'] / r['bm25s']['p50_ms']:>6.1f}x | "
+                f"{d['first_search_s']:>12} {d['add_p50_ms']:>8} {d['cold_search_s']:>6}"
+            )
+    for c in cold:
+        for d in c["databases"]:
+            print(f"{c['lessons']:>8} | cold search only: {d['database']} {d['cold_search_s']} s")
+    print(f"playbook-bot --help {startup['help_s']} s; python -c pass {startup['python_s']} s")
+
+
+def main() -> None:
+    """Run every row at every size; print the tables and the JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument(
+        "--cold-sizes", default="20000", help="sizes measured for cold search only ('' for none)"
+    )
+    parser.add_argument("--database-url", default=None, help="also run on this PostgreSQL")
+    datasets.add_arguments(parser)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    cold_sizes = [int(s) for s in args.cold_sizes.split(",") if s]
+    dataset = datasets.from_arguments(args)
+    rng = random.Random(42)
+    picked = rng.sample(dataset.rows, QUERIES)
+    tickets = [ticket(r, scope=SCOPE) for r in picked]
+    queries = [query_tokens(t) for t in tickets]
+    log(f"queries: {QUERIES} tickets, {statistics.mean(len(q) for q in queries):.0f} tokens each")
+    made = lessons(dataset.rows, max(sizes + cold_sizes), rng)
+    took, docs = timed(lambda: tokenize_all(made[: max(sizes, default=0)]))
+    log(f"tokenized {len(docs):,} lessons in {took:.0f} s (bench set-up, every core)")
+    databases: list[tuple[str, Callable[[], Any]]] = [("sqlite", sqlite_playbook)]
+    if args.database_url:
+        databases.append(("postgresql", lambda: postgres_playbook(args.database_url)))
+    info = machine(args.database_url)
+    startup = startup_rows()
+    log(f"--help {startup['help_s']} s, python -c pass {startup['python_s']} s")
     results = []
-    for size in (int(s) for s in args.sizes.split(",")):
-        r = measure(size, rows, queries, rng)
-        results.append(r)
-        print(
-            f"{r['bullets']:>8} {r['build_s']:>8} {r['p50_ms']:>8} {r['p99_ms']:>8} "
-            f"{r['add_searchable_ms']:>8} | {r['rank_bm25_p50_ms']:>16} {r['speedup_p50']:>7}x"
+    for size in sizes:
+        log(f"{size:,} lessons")
+        row: dict[str, Any] = {"lessons": size}
+        row["index"] = index_row(docs[:size], queries, rng)
+        log(f"  index: p50 {row['index']['p50_ms']} ms")
+        row["bm25s"] = bm25s_row(docs[:size], queries)
+        log(f"  bm25s: p50 {row['bm25s']['p50_ms']} ms")
+        row["rank_bm25"] = rank_bm25_row(docs[:size], queries)
+        log(f"  rank_bm25: p50 {row['rank_bm25']['p50_ms']} ms")
+        row["databases"] = [
+            database_rows(name, playbook, made[:size], tickets, rng) for name, playbook in databases
+        ]
+        results.append(row)
+    cold = []
+    for size in cold_sizes:
+        log(f"{size:,} lessons, cold search only")
+        cold.append(
+            {
+                "lessons": size,
+                "databases": [
+                    database_rows(name, playbook, made[:size], tickets, rng, cold_only=True)
+                    for name, playbook in databases
+                ],
+            }
         )
-    print(json.dumps({"results": results}))
+    print_tables(results, cold, startup)
+    verdicts = goals(results, cold, startup)
+    for goal, verdict in verdicts.items():
+        print(f"goal {goal}: {verdict}")
+    print(
+        json.dumps(
+            {
+                "dataset": dataset.describe(),
+                "machine": info,
+                "queries": QUERIES,
+                "startup": startup,
+                "results": results,
+                "cold_only": cold,
+                "goals": verdicts,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
