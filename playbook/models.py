@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -311,3 +312,22 @@ class Lease(Base):
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     holder: Mapped[str | None] = mapped_column(String(200))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class IndexSnapshot(Base):
+    """A saved search index of the live lessons at one playbook version, for fast cold starts.
+
+    A process starting up loads the newest snapshot made by the same tokenizer and reads only
+    the lessons changed since its version, instead of tokenizing every lesson again.
+    """
+
+    __tablename__ = "index_snapshots"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    tokenizer: Mapped[int] = mapped_column(Integer)
+    documents: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+    __table_args__ = (Index("ix_index_snapshots_tokenizer_version", "tokenizer", "version"),)
