@@ -36,6 +36,14 @@ GENERATED_ISSUES = 8000
 SEED = 14
 # The share of issues that duplicate an earlier one (the real file: 224 pairs in 7,983).
 DUPLICATE_SHARE = 0.03
+# How a duplicate resembles its original: a second reporter names the same class, method and
+# exception sometimes, retells the summary in other words or writes a new one, and quotes the
+# original's first paragraph now and then. Tuned so that plain BM25 finds about as many
+# originals in the top 5 as on the real file (Recall@5 0.55 with rank_bm25).
+SAME_NAMES = 0.5
+NEW_SUMMARY = 0.25
+REWORD_DROP = 0.2
+QUOTE_ORIGINAL = 0.4
 
 
 @dataclass(frozen=True)
@@ -507,7 +515,7 @@ class _Generator:
             roll = rng.random()
             if roll < 0.25 and bare in SYNONYMS:
                 words.append(SYNONYMS[bare])
-            elif roll < 0.37:
+            elif roll < 0.25 + REWORD_DROP:
                 continue
             else:
                 words.append(word)
@@ -518,7 +526,7 @@ class _Generator:
     def issue(self, key: str, topic: _Topic, created: datetime, like: dict | None) -> dict:
         """One issue; ``like`` is the earlier issue it duplicates, if any."""
         rng = self.rng
-        if like is not None and rng.random() < 0.7:
+        if like is not None and rng.random() < SAME_NAMES:
             cls, method, exception = like["_cls"], like["_method"], like["_exception"]
         else:
             cls, method = rng.choice(topic.classes), rng.choice(topic.methods)
@@ -527,11 +535,15 @@ class _Generator:
             summary = self._summary(topic, cls, method, exception)
             description = self._description(topic, cls, method, exception)
         else:
-            summary = self._reworded(like["summary"])
+            summary = (
+                self._summary(topic, cls, method, exception)
+                if rng.random() < NEW_SUMMARY
+                else self._reworded(like["summary"])
+            )
             original = like["description"].split("\n\n")[0]
             description = (
                 f"{self._reworded(original)}\n\n{self._description(topic, cls, method, exception)}"
-                if rng.random() < 0.6
+                if rng.random() < QUOTE_ORIGINAL
                 else self._description(topic, cls, method, exception)
             )
         if like is not None:
