@@ -132,6 +132,14 @@ class Settings(BaseSettings):
 
     # What the bot does.
     comment_max_chars: int = Field(4000, ge=500, validation_alias="PLAYBOOK_COMMENT_MAX_CHARS")
+    max_lesson_chars: int = Field(
+        2000,
+        ge=1,
+        # CSV readers refuse fields over 131,072 characters; a lesson never needs that many.
+        le=100_000,
+        validation_alias="PLAYBOOK_MAX_LESSON_CHARS",
+        description="Longest lesson text accepted by add, edit, import and the API.",
+    )
     lessons_per_ticket: int = Field(5, ge=1, le=20, validation_alias="PLAYBOOK_LESSONS_PER_TICKET")
     demote_policy: Literal["always", "needs-review"] = Field(
         "always", validation_alias="PLAYBOOK_DEMOTE_POLICY"

@@ -1,4 +1,10 @@
-"""Import and export: YAML/JSONL/CSV playbooks and `.lesson-usage.jsonl` usage logs."""
+"""Import and export: YAML/JSONL/CSV playbooks and `.lesson-usage.jsonl` usage logs.
+
+An import reads its file twice, streaming: first every entry is checked (nothing is written
+when one is bad, and the problems name their lines), then the entries are written in
+batches, each committed as it goes, so memory stays flat and a big import shows progress.
+Exports write records as the database returns them.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +12,23 @@ import csv
 import hashlib
 import io as stdio
 import json
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import yaml
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from yaml import events as yaml_events
+from yaml import nodes as yaml_nodes
 
-from playbook import clock, lifecycle, usage
+from playbook import clock, fields, lifecycle, usage
 from playbook.errors import InvalidInput, PlaybookError
+from playbook.fields import FieldProblem
 from playbook.models import Bullet, UsageEvent
 
 Format = Literal["yaml", "jsonl", "csv"]
@@ -38,23 +49,45 @@ EXPORT_FIELDS = (
     "created_at",
     "updated_at",
 )
+# Entries written per committed transaction: big enough that commits cost little, small
+# enough that a failure loses little work and a progress bar moves.
+BATCH_SIZE = 1000
+# Problems a refused import lists; the rest are counted.
+SHOWN_PROBLEMS = 5
+# Rows fetched per round trip while exporting.
+_EXPORT_CHUNK = 1000
+# The fields of an entry that are passed on as given (None or "" meaning "not given").
+_PLAIN_FIELDS = (
+    "id",
+    "text",
+    "section",
+    "scope",
+    "source",
+    "source_url",
+    "tags",
+    "status",
+    "created_at",
+    "updated_at",
+)
+_TRUE = ("true", "yes", "1", "on")
+_FALSE = ("false", "no", "0", "off", "")
+_LIVE = ("active", "proposed")
+# libyaml parses ten times faster than the pure-Python parser; both give the same events.
+_YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+Progress = Callable[[int, int], None]
 
 
 @dataclass
 class ImportReport:
-    """What an import did, and the entries it had to skip (position, sentence)."""
+    """What an import did."""
 
     created: int = 0
     updated: int = 0
     unchanged: int = 0
+    near_duplicates: int = 0
     events_added: int = 0
     events_duplicate: int = 0
-    errors: list[tuple[int, str]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing was skipped."""
-        return not self.errors
 
     def summary(self) -> str:
         """One line for people."""
@@ -63,27 +96,82 @@ class ImportReport:
             self.created
             or self.updated
             or self.unchanged
+            or self.near_duplicates
             or not (self.events_added or self.events_duplicate)
         ):
             parts.append(
                 f"{self.created} bullets created, {self.updated} updated, "
                 f"{self.unchanged} unchanged"
             )
+        if self.near_duplicates:
+            parts.append(
+                f"{self.near_duplicates} skipped as near-duplicates of live bullets in their scope"
+            )
         if self.events_added or self.events_duplicate:
             parts.append(
                 f"{self.events_added} usage events added, {self.events_duplicate} already imported"
             )
-        if self.errors:
-            parts.append(f"{len(self.errors)} skipped")
         return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a file: its line and a sentence naming the field."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+class ImportRefused(InvalidInput):
+    """A file with invalid entries; nothing of it was written."""
+
+    def __init__(self, source: str, problems: list[Problem], total: int) -> None:
+        self.source = source
+        self.problems = problems
+        self.total = total
+        if total == 1:
+            message = f"{source}: {problems[0]}; nothing was imported"
+        else:
+            listed = "; ".join(str(problem) for problem in problems)
+            more = "; ..." if total > len(problems) else ""
+            message = f"{source}: {total} problems, nothing was imported: {listed}{more}"
+        super().__init__(message)
+
+
+class _Problems:
+    """The first few problems of a file by line, and how many there were in all."""
+
+    def __init__(self) -> None:
+        self.shown: list[Problem] = []
+        self.total = 0
+
+    def add(self, line: int, message: str) -> None:
+        self.total += 1
+        self.shown.append(Problem(line, message))
+        # Usage logs find unknown ids a batch late, so keep the earliest lines, not the first found.
+        self.shown.sort(key=lambda problem: problem.line)
+        del self.shown[SHOWN_PROBLEMS:]
+
+    def refuse_if_any(self, source: str) -> None:
+        if self.total:
+            raise ImportRefused(source, self.shown, self.total)
+
+
+# --- export ----------------------------------------------------------------------------------
 
 
 def _iso(value: datetime | None) -> str | None:
     return clock.to_utc(value).isoformat() if value else None
 
 
-def bullet_record(bullet: Bullet) -> dict[str, Any]:
-    """A bullet's exportable fields (counters are derived from the usage log, not exported)."""
+def bullet_record(bullet: Any) -> dict[str, Any]:
+    """A bullet's exportable fields (counters are derived from the usage log, not exported).
+
+    ``bullet`` is a Bullet or a row with the same attribute names.
+    """
     return {
         "id": bullet.id,
         "text": bullet.text,
@@ -102,22 +190,62 @@ def bullet_record(bullet: Bullet) -> dict[str, Any]:
     }
 
 
-def export_bullets(session: Session, fmt: Format, statuses: Collection[str] | None = None) -> str:
-    """Every bullet (or those in ``statuses``) as YAML, JSON lines or CSV."""
-    query = select(Bullet)
+_RECORD_COLUMNS = (
+    Bullet.id,
+    Bullet.text,
+    Bullet.tags,
+    Bullet.learned_from,
+    Bullet.demoted_on,
+    Bullet.demoted_reason,
+    Bullet.section,
+    Bullet.scope,
+    Bullet.status,
+    Bullet.source,
+    Bullet.source_url,
+    Bullet.created_at,
+    Bullet.updated_at,
+)
+
+
+def bullet_records(
+    session: Session, statuses: Collection[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every bullet's record (or those in ``statuses``), `pb-2` before `pb-10`, streamed.
+
+    Plain rows, not ORM objects, fetched a chunk at a time (a server-side cursor on
+    PostgreSQL), so exporting a large playbook holds one chunk in memory.
+    """
+    query = select(*_RECORD_COLUMNS).order_by(Bullet.number.is_(None), Bullet.number, Bullet.id)
     if statuses is not None:
         query = query.where(Bullet.status.in_(list(statuses)))
-    records = [bullet_record(b) for b in session.scalars(query)]
-    records.sort(key=lambda record: lifecycle.sort_key(record["id"]))
-    if fmt == "yaml":
-        return yaml.safe_dump(records, sort_keys=False, allow_unicode=True, width=100)
-    if fmt == "jsonl":
-        return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    for row in session.execute(query.execution_options(yield_per=_EXPORT_CHUNK)):
+        yield bullet_record(row)
+
+
+def write_bullets(
+    session: Session, out: IO[str], fmt: Format, statuses: Collection[str] | None = None
+) -> int:
+    """Write every bullet (or those in ``statuses``) to ``out`` as they are read; the count."""
+    if fmt not in ("yaml", "jsonl", "csv"):
+        raise InvalidInput(f"unknown format {fmt!r}; use yaml, jsonl or csv")
+    writer = None
     if fmt == "csv":
-        out = stdio.StringIO()
         writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS, lineterminator="\n")
         writer.writeheader()
-        for record in records:
+    count = 0
+    for record in bullet_records(session, statuses):
+        count += 1
+        if fmt == "yaml":
+            # One-item lists written one after the other make one YAML list.
+            out.write(
+                yaml.dump(
+                    [record], Dumper=_YamlDumper, sort_keys=False, allow_unicode=True, width=100
+                )
+            )
+        elif fmt == "jsonl":
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        else:
+            assert writer is not None
             writer.writerow(
                 record
                 | {
@@ -125,138 +253,23 @@ def export_bullets(session: Session, fmt: Format, statuses: Collection[str] | No
                     "deprecated": "true" if record["deprecated"] else "false",
                 }
             )
-        return out.getvalue()
-    raise InvalidInput(f"unknown format {fmt!r}; use yaml, jsonl or csv")
+    if fmt == "yaml" and not count:
+        out.write("[]\n")
+    return count
 
 
-def _bullet_values(entry: Any) -> dict[str, Any]:
-    """Normalise one imported entry; raises InvalidInput with a sentence."""
-    if not isinstance(entry, dict):
-        raise InvalidInput("a bullet must be a mapping of fields")
-    values: dict[str, Any] = {}
-    for key in ("id", "text", "section", "scope", "learned_from", "source", "source_url"):
-        value = entry.get(key)
-        if value not in (None, ""):
-            values[key] = str(value).strip()
-    if not values.get("text"):
-        raise InvalidInput("the bullet has no text")
-    if "tags" in entry and entry["tags"] not in (None, ""):
-        tags = entry["tags"]
-        values["tags"] = lifecycle.normalize_tags(tags if isinstance(tags, list | str) else [tags])
-    deprecated = entry.get("deprecated")
-    if isinstance(deprecated, str):
-        deprecated = deprecated.strip().lower() in ("true", "yes", "1")
-    if entry.get("status") not in (None, ""):
-        values["status"] = str(entry["status"]).strip()
-    elif deprecated is not None:
-        values["status"] = "deprecated" if deprecated else "active"
-    for key in ("demoted_on", "created_at", "updated_at"):
-        raw = entry.get(key)
-        if raw not in (None, ""):
-            try:
-                values[key] = clock.parse_time(raw)
-            except (ValueError, TypeError, OverflowError, OSError):
-                raise InvalidInput(f"{key} {raw!r} is not a date") from None
-    if "demoted_reason" in entry:
-        values["demoted_reason"] = entry.get("demoted_reason") or None
-    if "demoted_on" in entry and entry.get("demoted_on") in (None, ""):
-        values["demoted_on"] = None
-    return values
+def export_bullets(session: Session, fmt: Format, statuses: Collection[str] | None = None) -> str:
+    """Every bullet (or those in ``statuses``) as YAML, JSON lines or CSV text."""
+    out = stdio.StringIO()
+    write_bullets(session, out, fmt, statuses)
+    return out.getvalue()
 
 
-def _entries(text: str, fmt: Format) -> Iterator[tuple[int, Any]]:
-    """(position, raw entry): 1-based index for YAML, line number for JSONL and CSV."""
-    if fmt == "yaml":
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise InvalidInput(f"the file is not valid YAML{where}") from None
-        if isinstance(data, dict) and isinstance(data.get("bullets"), list):
-            data = data["bullets"]
-        if data is None:
-            return
-        if not isinstance(data, list):
-            raise InvalidInput(
-                "a YAML playbook is a list of bullets (or a mapping with `bullets:`)"
-            )
-        yield from enumerate(data, start=1)
-    elif fmt == "jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as error:
-                    yield number, InvalidInput(f"not JSON ({error.msg})")
-    else:
-        try:
-            reader = csv.DictReader(stdio.StringIO(text))
-            if not reader.fieldnames or "text" not in reader.fieldnames:
-                raise InvalidInput("a CSV playbook needs a header row with at least `text`")
-            for row in reader:
-                yield reader.line_num, row
-        except csv.Error as error:
-            raise InvalidInput(f"the file is not valid CSV ({error})") from None
-
-
-def import_bullets(
-    session: Session, text: str, fmt: Format, *, actor: str, source_name: str
-) -> ImportReport:
-    """Create or update bullets from a file's text; the same file again changes nothing."""
-    report = ImportReport()
-    reason = f"import from {source_name}"
-    for position, entry in _entries(text, fmt):
-        try:
-            if isinstance(entry, InvalidInput):
-                raise entry
-            values = _bullet_values(entry)
-            with session.begin_nested():
-                if values.get("id"):
-                    existed = session.get(Bullet, values["id"]) is not None
-                    change = lifecycle.put(session, values, actor=actor, reason=reason)
-                    if not change.changed:
-                        report.unchanged += 1
-                    elif existed:
-                        report.updated += 1
-                    else:
-                        report.created += 1
-                    continue
-                scope = values.get("scope", "global")
-                same = session.scalar(
-                    select(Bullet.id).where(Bullet.scope == scope, Bullet.text == values["text"])
-                )
-                if same is not None:
-                    report.unchanged += 1
-                    continue
-                result = lifecycle.add(
-                    session,
-                    values["text"],
-                    learned_from=values.get("learned_from"),
-                    actor=actor,
-                    tags=values.get("tags"),
-                    scope=scope,
-                    section=values.get("section", "best_practice"),
-                    status=values.get("status", "active")
-                    if values.get("status") in ("proposed", "active")
-                    else "active",
-                    source=values.get("source", "import"),
-                    source_url=values.get("source_url"),
-                    reason=reason,
-                )
-                if result.created:
-                    report.created += 1
-                else:
-                    report.unchanged += 1
-        except PlaybookError as problem:
-            report.errors.append((position, str(problem)))
-    return report
-
-
-def export_usage(session: Session) -> str:
-    """The usage log as `.lesson-usage.jsonl`, one event per line, oldest first."""
-    lines = []
-    for event in session.scalars(select(UsageEvent).order_by(UsageEvent.ts, UsageEvent.id)):
+def write_usage(session: Session, out: IO[str]) -> int:
+    """Write the usage log to ``out`` as `.lesson-usage.jsonl`, oldest first; the count."""
+    query = select(UsageEvent).order_by(UsageEvent.ts, UsageEvent.id)
+    count = 0
+    for event in session.scalars(query.execution_options(yield_per=_EXPORT_CHUNK)):
         record: dict[str, Any] = {
             "event": event.kind,
             "lessonIds": [event.bullet_id],
@@ -268,63 +281,655 @@ def export_usage(session: Session) -> str:
             "queryId": event.query_id,
             "ts": _iso(event.ts),
         }
-        lines.append(json.dumps({k: v for k, v in record.items() if v is not None}) + "\n")
-    return "".join(lines)
+        out.write(json.dumps({k: v for k, v in record.items() if v is not None}) + "\n")
+        count += 1
+        if count % _EXPORT_CHUNK == 0:
+            # Events are ORM objects here; let each chunk go once it is written.
+            session.expunge_all()
+    return count
 
 
-def import_usage(session: Session, text: str, *, source_name: str) -> ImportReport:
-    """Append the events of a usage log; a line imported before is not added again."""
-    report = ImportReport()
-    for number, line in enumerate(text.splitlines(), start=1):
+def export_usage(session: Session) -> str:
+    """The usage log as `.lesson-usage.jsonl` text, one event per line, oldest first."""
+    out = stdio.StringIO()
+    write_usage(session, out)
+    return out.getvalue()
+
+
+# --- reading files ---------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One entry of a file: the line it starts on, its data, and (YAML) each field's line."""
+
+    line: int
+    data: Any
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def line_of(self, name: str) -> int:
+        """The line ``name`` is written on, else the entry's first line."""
+        return self.lines.get(name, self.line)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """An entry that could not even be parsed (stands in for its data)."""
+
+    message: str
+
+
+class BrokenFile(InvalidInput):
+    """The file cannot be read past this line (broken YAML or CSV, bytes that are not UTF-8)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file read line by line; a byte-order mark is dropped."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BrokenFile(number, "is not UTF-8 text") from None
+        yield number, (line.removeprefix("\ufeff") if number == 1 else line)
+
+
+def _json_entries(stream: IO[bytes]) -> Iterator[Entry]:
+    for number, line in _lines(stream):
         if not line.strip():
             continue
         try:
+            yield Entry(number, json.loads(line))
+        except json.JSONDecodeError as error:
+            yield Entry(number, Unreadable(f"not JSON ({error.msg})"))
+        except (ValueError, RecursionError) as error:
+            # Python refuses integers of over 4,300 digits; deep nesting exhausts the stack.
+            reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+            yield Entry(number, Unreadable(f"not usable JSON ({reason})"))
+
+
+def _csv_entries(stream: IO[bytes]) -> Iterator[Entry]:
+    numbered = _lines(stream)
+    reader = csv.reader(line for _, line in numbered)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return
+        names = [name.strip() for name in header]
+        if "text" not in names:
+            raise BrokenFile(1, "a CSV playbook needs a header row with at least `text`")
+        while True:
+            start = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                return
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) > len(names):
+                yield Entry(
+                    start,
+                    Unreadable(
+                        f"has {len(row)} cells but the header has {len(names)}; "
+                        "put text holding commas in double quotes"
+                    ),
+                )
+                continue
+            yield Entry(start, dict(zip(names, row, strict=False)))
+    except csv.Error as error:
+        raise BrokenFile(reader.line_num or 1, f"not valid CSV ({error})") from None
+
+
+class _YamlReader:
+    """A YAML list read one item at a time from libyaml's events, each with its lines.
+
+    ``yaml.safe_load`` would build the whole file, and ``yaml.compose`` a node (with two
+    position marks) for every scalar of it; composing and constructing item by item keeps
+    one entry in memory and still knows on which line each field is written.
+    """
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.loader = _YamlLoader(stream)
+        self.anchors: dict[str, yaml_nodes.Node] = {}
+
+    def entries(self) -> Iterator[Entry]:
+        loader = self.loader
+        try:
+            loader.get_event()  # stream start
+            if loader.check_event(yaml_events.StreamEndEvent):
+                return
+            loader.get_event()  # document start
+            if loader.check_event(yaml_events.SequenceStartEvent):
+                yield from self._items()
+            elif loader.check_event(yaml_events.MappingStartEvent):
+                yield from self._bullets_key()
+            else:
+                node = self._compose()
+                if not (isinstance(node, yaml_nodes.ScalarNode) and node.tag.endswith(":null")):
+                    raise BrokenFile(node.start_mark.line + 1, _NOT_A_LIST)
+            loader.get_event()  # document end
+            if not loader.check_event(yaml_events.StreamEndEvent):
+                line = loader.peek_event().start_mark.line + 1
+                raise BrokenFile(
+                    line, "a playbook is one YAML document; remove the `---` and after"
+                )
+        except yaml.MarkedYAMLError as error:
+            mark = error.problem_mark or error.context_mark
+            raise BrokenFile(
+                mark.line + 1 if mark else 1, f"not valid YAML ({error.problem})"
+            ) from None
+        except yaml.YAMLError as error:
+            raise BrokenFile(1, f"not valid YAML ({error})") from None
+        except RecursionError:
+            raise BrokenFile(1, "not usable YAML (nested too deeply)") from None
+        finally:
+            loader.dispose()
+
+    def _bullets_key(self) -> Iterator[Entry]:
+        loader = self.loader
+        start = loader.get_event().start_mark.line + 1
+        found = False
+        while not loader.check_event(yaml_events.MappingEndEvent):
+            key = self._compose()
+            if (
+                isinstance(key, yaml_nodes.ScalarNode)
+                and key.value == "bullets"
+                and loader.check_event(yaml_events.SequenceStartEvent)
+            ):
+                found = True
+                yield from self._items()
+            else:
+                self._compose()  # another key's value, read and dropped
+        loader.get_event()
+        if not found:
+            raise BrokenFile(start, _NOT_A_LIST)
+
+    def _items(self) -> Iterator[Entry]:
+        loader = self.loader
+        loader.get_event()  # sequence start
+        while not loader.check_event(yaml_events.SequenceEndEvent):
+            node = self._compose()
+            line = node.start_mark.line + 1
+            lines: dict[str, int] = {}
+            if isinstance(node, yaml_nodes.MappingNode):
+                for key, value in node.value:
+                    if isinstance(key, yaml_nodes.ScalarNode):
+                        lines[key.value] = value.start_mark.line + 1
             try:
-                data = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InvalidInput(f"not JSON ({error.msg})") from None
-            event = usage.parse_agent_event(data)
-            if event.ts is None:
-                event = usage.AgentEvent(**{**event.__dict__, "ts": clock.now()})
-            # The same line means the same event, whichever file it is imported from.
-            key = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-            with session.begin_nested():
-                added = usage.record_agent_event(session, event, key)
-            report.events_added += len(added)
-            report.events_duplicate += len(event.bullet_ids) - len(added)
-        except PlaybookError as problem:
-            report.errors.append((number, str(problem)))
+                data = loader.construct_document(node)
+            except (yaml.YAMLError, ValueError, TypeError, OverflowError) as error:
+                # e.g. `created_at: 2026-13-45`, which YAML's own date rule accepts.
+                problem = getattr(error, "problem", None) or str(error)
+                data = Unreadable(f"not usable YAML ({problem})")
+            yield Entry(line, data, lines)
+        loader.get_event()
+
+    def _compose(self) -> yaml_nodes.Node:
+        """The next node, as ``yaml.compose`` would build it, from the parser's events."""
+        loader = self.loader
+        if loader.check_event(yaml_events.AliasEvent):
+            event = loader.get_event()
+            if event.anchor not in self.anchors:
+                raise yaml.composer.ComposerError(
+                    None, None, f"found undefined alias {event.anchor!r}", event.start_mark
+                )
+            return self.anchors[event.anchor]
+        event = loader.get_event()
+        node: yaml_nodes.Node
+        if isinstance(event, yaml_events.ScalarEvent):
+            tag = event.tag
+            if tag is None or tag == "!":
+                tag = loader.resolve(yaml_nodes.ScalarNode, event.value, event.implicit)
+            node = yaml_nodes.ScalarNode(
+                tag, event.value, event.start_mark, event.end_mark, style=event.style
+            )
+            self._anchor(event, node)
+            return node
+        if isinstance(event, yaml_events.SequenceStartEvent):
+            tag = event.tag
+            if tag is None or tag == "!":
+                tag = loader.resolve(yaml_nodes.SequenceNode, None, event.implicit)
+            node = yaml_nodes.SequenceNode(tag, [], event.start_mark, None)
+            self._anchor(event, node)
+            while not loader.check_event(yaml_events.SequenceEndEvent):
+                node.value.append(self._compose())
+            node.end_mark = loader.get_event().end_mark
+            return node
+        if isinstance(event, yaml_events.MappingStartEvent):
+            tag = event.tag
+            if tag is None or tag == "!":
+                tag = loader.resolve(yaml_nodes.MappingNode, None, event.implicit)
+            node = yaml_nodes.MappingNode(tag, [], event.start_mark, None)
+            self._anchor(event, node)
+            while not loader.check_event(yaml_events.MappingEndEvent):
+                key = self._compose()
+                node.value.append((key, self._compose()))
+            node.end_mark = loader.get_event().end_mark
+            return node
+        raise yaml.composer.ComposerError(
+            None, None, f"unexpected {type(event).__name__}", event.start_mark
+        )
+
+    def _anchor(self, event: Any, node: yaml_nodes.Node) -> None:
+        if event.anchor is not None:
+            self.anchors[event.anchor] = node
+
+
+_NOT_A_LIST = "a YAML playbook is a list of bullets (or a mapping with `bullets:`)"
+
+
+def read_entries(stream: IO[bytes], fmt: Format) -> Iterator[Entry]:
+    """The entries of a playbook file in order, each with its line (and its fields' lines).
+
+    An entry that cannot be parsed holds an Unreadable instead of data; a file that cannot
+    be read past some line (broken YAML or CSV) raises BrokenFile naming that line.
+    """
+    if fmt == "yaml":
+        return _YamlReader(stream).entries()
+    if fmt == "csv":
+        return _csv_entries(stream)
+    return _json_entries(stream)
+
+
+# --- checking and writing bullets ------------------------------------------------------------
+
+
+def _flag(entry: dict[str, Any]) -> bool | None:
+    value = entry.get("deprecated")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in (*_TRUE, *_FALSE):
+        return value.strip().lower() in _TRUE
+    raise FieldProblem("deprecated", f"must be true or false, not {fields.describe(value)}")
+
+
+def bullet_values(entry: Any, *, max_chars: int = fields.MAX_LESSON_CHARS) -> dict[str, Any]:
+    """One imported entry as checked bullet values; InvalidInput (FieldProblem) says what is wrong.
+
+    Unknown keys are ignored (teams keep their own); an empty value means "not given", except
+    for the demotion fields, where it clears them. Every entry names the ticket it was learned
+    from and has a text of at most ``max_chars``.
+    """
+    if not isinstance(entry, dict):
+        raise InvalidInput(
+            "an entry must be a mapping of fields such as text and learned_from, "
+            f"not {fields.describe(entry)}"
+        )
+    values = {key: entry[key] for key in _PLAIN_FIELDS if entry.get(key) not in (None, "")}
+    if "text" not in values:
+        raise FieldProblem("text", "is missing; a bullet needs some text")
+    if entry.get("learned_from") in (None, ""):
+        raise FieldProblem("learned_from", lifecycle.LEARNED_FROM_MISSING)
+    values["learned_from"] = entry["learned_from"]
+    for key in ("demoted_on", "demoted_reason"):
+        if key in entry:
+            values[key] = entry[key] if entry[key] not in (None, "") else None
+    deprecated = _flag(entry)
+    if "status" not in values and deprecated is not None:
+        values["status"] = "deprecated" if deprecated else "active"
+    values = lifecycle.check_fields(values, max_chars=max_chars)
+    if deprecated is not None and deprecated != (values.get("status") == "deprecated"):
+        raise FieldProblem(
+            "deprecated", f"is {str(deprecated).lower()} but status is {values['status']}"
+        )
+    return values
+
+
+def _text_key(scope: str, text: str) -> bytes:
+    # Sixteen bytes of a digest stand for a text: 100k of them take a few megabytes.
+    return hashlib.sha256(f"{scope}\x00{text}".encode()).digest()[:16]
+
+
+@dataclass
+class _Plan:
+    """What the checking pass learned for the writing pass."""
+
+    entries: int = 0
+    highest_number: int = 0
+
+
+def _check_bullets(entries: Iterable[Entry], source: str, max_chars: int) -> _Plan:
+    plan = _Plan()
+    problems = _Problems()
+    seen: dict[str, int] = {}
+    try:
+        for entry in entries:
+            plan.entries += 1
+            if isinstance(entry.data, Unreadable):
+                problems.add(entry.line, entry.data.message)
+                continue
+            try:
+                values = bullet_values(entry.data, max_chars=max_chars)
+            except FieldProblem as problem:
+                problems.add(entry.line_of(problem.field), str(problem))
+                continue
+            except InvalidInput as problem:
+                problems.add(entry.line, str(problem))
+                continue
+            bullet_id = values.get("id")
+            if bullet_id is None:
+                continue
+            line = entry.line_of("id")
+            if bullet_id in seen:
+                problems.add(line, f"id: {bullet_id} is already used on line {seen[bullet_id]}")
+                continue
+            seen[bullet_id] = line
+            number = lifecycle.canonical_number(bullet_id)
+            plan.highest_number = max(plan.highest_number, number or 0)
+    except BrokenFile as fatal:
+        problems.add(fatal.line, fatal.message)
+    problems.refuse_if_any(source)
+    return plan
+
+
+class _BulletWriter:
+    """The writing pass: entries with ids go in batches, the others one by one after checks."""
+
+    def __init__(
+        self, session: Session, report: ImportReport, *, actor: str, reason: str, plan: _Plan
+    ) -> None:
+        self.session = session
+        self.report = report
+        self.actor = actor
+        self.reason = reason
+        self.plan = plan
+        self.pending: list[dict[str, Any]] = []
+        self.known_texts: set[bytes] | None = None
+
+    def add(self, values: dict[str, Any], max_chars: int) -> None:
+        if "id" in values:
+            self.pending.append(values)
+            return
+        self.flush(max_chars)
+        scope = values.get("scope", "global")
+        key = _text_key(scope, values["text"])
+        texts = self._texts()
+        if key in texts:
+            self.report.unchanged += 1
+            return
+        # Like `add`: a new live lesson that says what a live one in its scope says is not
+        # added twice. A deprecated or archived entry is a record of the past, kept as is.
+        if values.get("status", "active") in _LIVE and lifecycle.find_near_duplicate(
+            self.session, values["text"], scope
+        ):
+            self.report.near_duplicates += 1
+            return
+        self._count(self._put([values], max_chars))
+
+    def flush(self, max_chars: int) -> None:
+        if self.pending:
+            changes = self._put(self.pending, max_chars)
+            self.pending = []
+            self._count(changes)
+
+    def _put(self, batch: list[dict[str, Any]], max_chars: int) -> list[lifecycle.Change]:
+        return lifecycle.put_many(
+            self.session,
+            batch,
+            actor=self.actor,
+            reason=self.reason,
+            max_chars=max_chars,
+            numbers_above=self.plan.highest_number,
+        )
+
+    def _count(self, changes: list[lifecycle.Change]) -> None:
+        for change in changes:
+            if change.revision is None:
+                self.report.unchanged += 1
+            elif change.revision.before is None:
+                self.report.created += 1
+            else:
+                self.report.updated += 1
+            if self.known_texts is not None:
+                self.known_texts.add(_text_key(change.bullet.scope, change.bullet.text))
+
+    def _texts(self) -> set[bytes]:
+        # Loaded once, at the first entry without an id: "is this text already there?" is
+        # then a set lookup instead of a query per entry.
+        if self.known_texts is None:
+            rows = self.session.execute(
+                select(Bullet.scope, Bullet.text).execution_options(yield_per=_EXPORT_CHUNK)
+            )
+            self.known_texts = {_text_key(scope, text) for scope, text in rows}
+        return self.known_texts
+
+
+def import_bullets(
+    session: Session,
+    opener: Callable[[], IO[bytes]],
+    fmt: Format,
+    *,
+    actor: str,
+    source_name: str,
+    max_chars: int = fields.MAX_LESSON_CHARS,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Check every entry of a file, then create or update its bullets in committed batches.
+
+    ``opener`` opens the file (it is read twice). A file with any bad entry raises
+    ImportRefused naming the first few by line, and writes nothing. Otherwise every
+    ``batch_size`` entries are committed, so an interrupted import keeps what it wrote, and
+    importing the file again skips what is already there (the same file twice changes nothing).
+    """
+    with opener() as stream:
+        plan = _check_bullets(read_entries(stream, fmt), source_name, max_chars)
+    report = ImportReport()
+    writer = _BulletWriter(
+        session, report, actor=actor, reason=f"import from {source_name}", plan=plan
+    )
+    done = 0
+    with opener() as stream:
+        for entry in read_entries(stream, fmt):
+            writer.add(bullet_values(entry.data, max_chars=max_chars), max_chars)
+            done += 1
+            if done % batch_size == 0:
+                writer.flush(max_chars)
+                _commit(session)
+                if progress is not None:
+                    progress(done, plan.entries)
+    writer.flush(max_chars)
+    _commit(session)
+    if progress is not None:
+        progress(done, plan.entries)
     return report
 
 
-def _looks_like_usage(text: str) -> bool:
-    first = next((line for line in text.splitlines() if line.strip()), "")
+def _commit(session: Session) -> None:
+    session.commit()
+    # Nothing written is needed again: drop it, so memory stays flat however long the file.
+    session.expunge_all()
+
+
+# --- usage logs ------------------------------------------------------------------------------
+
+
+def _usage_event(entry: Entry) -> usage.AgentEvent:
+    if isinstance(entry.data, Unreadable):
+        raise InvalidInput(entry.data.message)
+    event = usage.parse_agent_event(entry.data)
+    if event.ts is None:
+        event = usage.AgentEvent(**{**event.__dict__, "ts": clock.now()})
+    return event
+
+
+def _line_key(entry: Entry) -> str:
+    # The same line means the same event, whichever file it is imported from.
+    return hashlib.sha256(json.dumps(entry.data, sort_keys=True).encode()).hexdigest()
+
+
+def _check_usage(session: Session, entries: Iterable[Entry], source: str) -> int:
+    problems = _Problems()
+    count = 0
+    waiting: dict[str, int] = {}  # bullet id -> first line naming it, checked a batch at a time
+
+    def check_waiting() -> None:
+        ids = list(waiting)
+        known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(ids))))
+        for bullet_id in ids:
+            if bullet_id not in known:
+                problems.add(
+                    waiting[bullet_id], f"lessonIds: no bullet {bullet_id} in this playbook"
+                )
+        waiting.clear()
+
+    try:
+        for entry in entries:
+            count += 1
+            try:
+                event = _usage_event(entry)
+            except PlaybookError as problem:
+                problems.add(entry.line, str(problem))
+                continue
+            for bullet_id in event.bullet_ids:
+                waiting.setdefault(bullet_id, entry.line)
+            if len(waiting) >= 500:
+                check_waiting()
+    except BrokenFile as fatal:
+        problems.add(fatal.line, fatal.message)
+    if waiting:
+        check_waiting()
+    problems.refuse_if_any(source)
+    return count
+
+
+def import_usage(
+    session: Session,
+    opener: Callable[[], IO[bytes]],
+    *,
+    source_name: str,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Append the events of a usage log; a line imported before is not added again.
+
+    Like bullets: the whole log is checked first (every line parses, names a ticket and
+    known lessons) and nothing is written if one is bad; then batches are committed.
+    """
+    with opener() as stream:
+        total = _check_usage(session, _json_entries(stream), source_name)
+    report = ImportReport()
+    done = 0
+    batch: list[Entry] = []
+    with opener() as stream:
+        for entry in _json_entries(stream):
+            batch.append(entry)
+            if len(batch) >= batch_size:
+                done += _write_usage_batch(session, batch, report)
+                batch = []
+                if progress is not None:
+                    progress(done, total)
+    done += _write_usage_batch(session, batch, report)
+    if progress is not None:
+        progress(done, total)
+    return report
+
+
+def _write_usage_batch(session: Session, batch: list[Entry], report: ImportReport) -> int:
+    if not batch:
+        return 0
+    # Another process (an agent reporting through the API) may record one of these
+    # (ticket, lesson, kind) events between our check and our insert; the unique key then
+    # refuses ours. One savepoint per batch, and one retry, which finds theirs and skips it.
+    for attempt in (1, 2):
+        added = duplicate = 0
+        try:
+            with session.begin_nested():
+                for entry in batch:
+                    event = _usage_event(entry)
+                    recorded = usage.record_agent_event(session, event, _line_key(entry))
+                    added += len(recorded)
+                    duplicate += len(event.bullet_ids) - len(recorded)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+            continue
+        break
+    _commit(session)
+    report.events_added += added
+    report.events_duplicate += duplicate
+    return len(batch)
+
+
+# --- files -----------------------------------------------------------------------------------
+
+_SUFFIXES = (".yaml", ".yml", ".jsonl", ".ndjson", ".json", ".csv")
+
+
+def _first_line(path: Path) -> str:
+    with path.open("rb") as stream:
+        for raw in stream:
+            line = raw.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+            if line:
+                return line
+    return ""
+
+
+def _looks_like_usage(first: str) -> bool:
     try:
         data = json.loads(first)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and ("event" in data or "lessonIds" in data)
 
 
-def import_file(session: Session, path: Path, *, actor: str) -> ImportReport:
-    """Import bullets (.yaml/.yml, .jsonl, .csv) or a usage log (.jsonl with events)."""
+def import_file(
+    session: Session,
+    path: Path,
+    *,
+    actor: str,
+    max_chars: int = fields.MAX_LESSON_CHARS,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import bullets (.yaml/.yml, .jsonl, .json, .csv) or a usage log (.jsonl with events).
+
+    The file is checked whole before anything is written (ImportRefused lists its problems
+    by line); then it is written in batches of ``batch_size``, each committed, with
+    ``progress(done, total)`` called after each.
+    """
     suffix = path.suffix.lower()
-    if suffix not in (".yaml", ".yml", ".jsonl", ".ndjson", ".json", ".csv"):
+    if suffix not in _SUFFIXES:
         raise InvalidInput(
             f"{path} has an unknown extension; use .yaml, .jsonl, .csv or a .lesson-usage.jsonl"
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        before = path.stat()
+        if path.is_dir():
+            raise InvalidInput(f"{path} is a directory, not a file")
+        first = _first_line(path)
     except FileNotFoundError:
         raise InvalidInput(f"{path} does not exist") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{path} is not UTF-8 text") from None
     except OSError as error:
         raise InvalidInput(f"cannot read {path} ({error.strerror})") from None
-    if suffix in (".yaml", ".yml"):
-        return import_bullets(session, text, "yaml", actor=actor, source_name=path.name)
-    if suffix == ".csv":
-        return import_bullets(session, text, "csv", actor=actor, source_name=path.name)
-    if _looks_like_usage(text):
-        return import_usage(session, text, source_name=path.name)
-    return import_bullets(session, text, "jsonl", actor=actor, source_name=path.name)
+
+    @contextmanager
+    def opener() -> Iterator[IO[bytes]]:
+        now = path.stat()
+        if (now.st_size, now.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+            raise InvalidInput(f"{path} changed while it was being imported; import it again")
+        with path.open("rb") as stream:
+            yield stream
+
+    common: dict[str, Any] = {"batch_size": batch_size, "progress": progress}
+    fmt: Format
+    if suffix in (".yaml", ".yml") or (suffix == ".json" and first.startswith("[")):
+        fmt = "yaml"  # a JSON array is YAML too, and YAML's reader knows its lines
+    elif suffix == ".csv":
+        fmt = "csv"
+    elif _looks_like_usage(first):
+        return import_usage(session, opener, source_name=path.name, **common)
+    else:
+        fmt = "jsonl"
+    return import_bullets(
+        session,
+        opener,
+        fmt,
+        actor=actor,
+        source_name=path.name,
+        max_chars=max_chars,
+        **common,
+    )

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, fields
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
+from playbook.fields import FieldProblem
 from playbook.models import STATUSES, Bullet, PlaybookMeta, Revision
 from playbook.usage import COUNTER_FIELDS
 
@@ -32,6 +33,17 @@ SNAPSHOT_FIELDS = (
 # What a reader of a bullet sees (CLI --json, the agent API): its fields and its counters.
 PUBLIC_FIELDS = ("id", *SNAPSHOT_FIELDS, "created_at", "updated_at", *COUNTER_FIELDS)
 EDITABLE_FIELDS = ("text", "section", "tags", "scope", "learned_from", "source", "source_url")
+TIME_FIELDS = ("demoted_on", "created_at", "updated_at")
+# Free-text fields besides the lesson and its provenance, with their column sizes; None or ""
+# clears the optional ones.
+_OPTIONAL_TEXT = {
+    "source": fields.SOURCE_CHARS,
+    "source_url": fields.SOURCE_URL_CHARS,
+    "demoted_reason": fields.REASON_CHARS,
+}
+_REQUIRED_TEXT = {"section": fields.SECTION_CHARS, "scope": fields.SCOPE_CHARS}
+LEARNED_FROM_MISSING = "is missing; name the ticket the lesson was learned from, e.g. CTMS-4337"
+_LEARNED_FROM_EMPTY = "is empty; name the ticket the lesson was learned from, e.g. CTMS-4337"
 DUPLICATE_OVERLAP = 0.8
 _ID_NUMBER = re.compile(r"pb-(\d+)")
 _WORD = re.compile(r"\w+")
@@ -142,17 +154,96 @@ def playbook_version(session: Session) -> int:
     return session.scalar(select(PlaybookMeta.value).where(PlaybookMeta.key == "version")) or 0
 
 
-def _require_text(text: str) -> str:
-    cleaned = (text or "").strip()
-    if not cleaned:
-        raise InvalidInput("a bullet needs some text")
+def check_tags(value: object) -> list[str]:
+    """Tags from a list or comma-separated text, normalised; FieldProblem when they cannot be."""
+    if isinstance(value, str):
+        items: list[str] = value.split(",")
+    elif isinstance(value, list | tuple):
+        items = []
+        for item in value:
+            if not isinstance(item, str):
+                raise FieldProblem("tags", f"each tag must be text, not {fields.describe(item)}")
+            items.append(item)
+    else:
+        raise FieldProblem(
+            "tags", f"must be a list or comma-separated text, not {fields.describe(value)}"
+        )
+    tags = normalize_tags(items)
+    if len(tags) > fields.MAX_TAGS:
+        raise FieldProblem("tags", f"has {len(tags)} tags, over the {fields.MAX_TAGS} allowed")
+    for tag in tags:
+        fields.text(tag, "tags", fields.TAG_CHARS)
+    return tags
+
+
+def check_status(value: object, allowed: Sequence[str] = STATUSES) -> str:
+    """``value`` if it is one of ``allowed``; else FieldProblem naming the choices."""
+    if not isinstance(value, str) or value.strip() not in allowed:
+        shown = repr(value) if isinstance(value, str) else fields.describe(value)
+        raise FieldProblem("status", f"{shown} is not one of {', '.join(allowed)}")
+    return value.strip()
+
+
+def check_fields(
+    values: Mapping[str, Any], *, max_chars: int = fields.MAX_LESSON_CHARS
+) -> dict[str, Any]:
+    """A bullet's fields checked and normalised; FieldProblem names the first that does not fit.
+
+    Every write of a bullet comes through here (add, edit, import), whichever door it came in
+    by, so a bad value is refused with its field named before anything is written.
+    ``max_chars`` is the longest lesson text (PLAYBOOK_MAX_LESSON_CHARS where settings apply).
+    """
+    cleaned: dict[str, Any] = {}
+    for key, value in values.items():
+        if key == "id":
+            cleaned[key] = fields.bullet_id(value)
+        elif key == "text":
+            cleaned[key] = fields.text(
+                value,
+                "text",
+                max_chars,
+                required=True,
+                empty="is empty; a bullet needs some text",
+                limit_hint=" (PLAYBOOK_MAX_LESSON_CHARS); shorten it or split it in two",
+            )
+        elif key == "learned_from":
+            if value is None:
+                raise FieldProblem(key, LEARNED_FROM_MISSING)
+            cleaned[key] = fields.text(
+                value, key, fields.TICKET_KEY_CHARS, required=True, empty=_LEARNED_FROM_EMPTY
+            )
+        elif key in _REQUIRED_TEXT:
+            cleaned[key] = fields.text(value, key, _REQUIRED_TEXT[key], required=True)
+        elif key in _OPTIONAL_TEXT:
+            kept = None if value is None else fields.text(value, key, _OPTIONAL_TEXT[key])
+            cleaned[key] = kept or None
+        elif key == "tags":
+            cleaned[key] = check_tags(value)
+        elif key == "status":
+            cleaned[key] = check_status(value)
+        elif key in TIME_FIELDS:
+            cleaned[key] = (
+                None if value is None and key == "demoted_on" else _check_time(key, value)
+            )
+        else:
+            raise FieldProblem(key, "is not a field of a bullet")
     return cleaned
 
 
-def _require_status(status: str, allowed: Sequence[str] = STATUSES) -> str:
-    if status not in allowed:
-        raise InvalidInput(f"status {status!r} is not one of {', '.join(allowed)}")
-    return status
+def _check_time(field: str, value: object) -> datetime:
+    if isinstance(value, datetime):
+        return clock.to_utc(value)
+    if isinstance(value, date):
+        # YAML reads an unquoted 2026-11-02 as a date: midnight UTC of that day.
+        value = value.isoformat()
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise FieldProblem(
+            field, f"must be a date such as 2026-11-02, not {fields.describe(value)}"
+        )
+    try:
+        return clock.parse_time(value)
+    except (ValueError, TypeError, OverflowError, OSError):
+        raise FieldProblem(field, f"{value!r} is not a date such as 2026-11-02") from None
 
 
 def _record(
@@ -162,6 +253,8 @@ def _record(
     actor: str,
     reason: str | None,
     before: dict[str, Any] | None,
+    *,
+    flush: bool = True,
 ) -> Revision:
     revision = Revision(
         bullet_id=bullet.id,
@@ -173,7 +266,8 @@ def _record(
         after=snapshot(bullet),
     )
     session.add(revision)
-    session.flush()
+    if flush:
+        session.flush()
     return revision
 
 
@@ -190,11 +284,27 @@ def add(
     source: str | None = "cli",
     source_url: str | None = None,
     reason: str | None = None,
+    max_chars: int = fields.MAX_LESSON_CHARS,
 ) -> AddResult:
-    """Add a bullet with a new `pb-<n>` id, unless a near-duplicate already exists in its scope."""
-    text = _require_text(text)
-    _require_status(status, ("proposed", "active"))
-    scope = (scope or "global").strip()
+    """Add a bullet with a new `pb-<n>` id, unless a near-duplicate already exists in its scope.
+
+    Every field is checked first (FieldProblem names the bad one): ``learned_from`` must name
+    a ticket, and the text may be at most ``max_chars`` long.
+    """
+    checked = check_fields(
+        {
+            "text": text,
+            "learned_from": learned_from,
+            "tags": tags if isinstance(tags, str) else list(tags or []),
+            "scope": scope or "global",
+            "section": section or "best_practice",
+            "source": source,
+            "source_url": source_url,
+        },
+        max_chars=max_chars,
+    )
+    status = check_status(status, ("proposed", "active"))
+    text, scope = checked["text"], checked["scope"]
     version = bump_version(session)
     duplicate = find_near_duplicate(session, text, scope)
     if duplicate is not None:
@@ -206,12 +316,12 @@ def add(
         id=f"pb-{number}",
         number=number,
         text=text,
-        section=(section or "best_practice").strip(),
-        tags=normalize_tags(tags),
+        section=checked["section"],
+        tags=checked["tags"],
         scope=scope,
-        learned_from=learned_from,
-        source=source,
-        source_url=source_url,
+        learned_from=checked["learned_from"],
+        source=checked["source"],
+        source_url=checked["source_url"],
         status=status,
         created_at=now,
         updated_at=now,
@@ -228,69 +338,138 @@ def add(
 
 
 def put(
-    session: Session, values: dict[str, Any], *, actor: str, reason: str | None = None
+    session: Session,
+    values: Mapping[str, Any],
+    *,
+    actor: str,
+    reason: str | None = None,
+    max_chars: int = fields.MAX_LESSON_CHARS,
 ) -> Change:
     """Create or update a bullet with a given id from imported values (idempotent).
 
     Importing the same values again records nothing, so importing a file twice
     leaves the playbook and its history as they were.
     """
-    bullet_id = str(values.get("id") or "").strip()
-    if not bullet_id:
-        raise InvalidInput("an imported bullet needs an id")
-    fields = {
-        key: values[key] for key in (*SNAPSHOT_FIELDS, "created_at", "updated_at") if key in values
-    }
-    updated_at = fields.pop("updated_at", None)
-    if "text" in fields:
-        fields["text"] = _require_text(fields["text"])
-    if "status" in fields:
-        _require_status(fields["status"])
-    if "tags" in fields:
-        fields["tags"] = normalize_tags(fields["tags"])
-    for key in ("demoted_on", "created_at"):
-        if isinstance(fields.get(key), str):
-            fields[key] = clock.parse_time(fields[key])
-    if isinstance(updated_at, str):
-        updated_at = clock.parse_time(updated_at)
-    bullet = session.get(Bullet, bullet_id)
-    if bullet is None:
-        if "text" not in fields:
-            raise InvalidInput(f"bullet {bullet_id} has no text")
-        match = _ID_NUMBER.fullmatch(bullet_id)
-        now = clock.now()
-        bullet = Bullet(
-            id=bullet_id,
-            number=int(match.group(1)) if match else None,
-            section="best_practice",
-            tags=[],
-            scope="global",
-            status="active",
-            loads=0,
-            cites=0,
-            cites_success=0,
-            cites_failure=0,
-            updated_at=now,
-            version=bump_version(session),
+    if not values.get("id"):
+        raise FieldProblem("id", "is missing; an imported bullet needs an id")
+    return put_many(session, [values], actor=actor, reason=reason, max_chars=max_chars)[0]
+
+
+def put_many(
+    session: Session,
+    entries: Sequence[Mapping[str, Any]],
+    *,
+    actor: str,
+    reason: str | None = None,
+    max_chars: int = fields.MAX_LESSON_CHARS,
+    numbers_above: int = 0,
+) -> list[Change]:
+    """Create or update a batch of bullets from imported values, one Change per entry.
+
+    An entry with an ``id`` creates or updates that bullet (the same values again record
+    nothing); one without gets the next free `pb-<n>` (above ``numbers_above`` too, the
+    highest `pb-<n>` the rest of an import names, so a later entry never lands on it).
+    Every entry is checked before anything is written. The playbook version is bumped once,
+    first: on PostgreSQL its row lock queues other writers of bullets, so the existence checks
+    below cannot race another import of the same ids. Rows are flushed once, together.
+    """
+    checked = [check_fields(values, max_chars=max_chars) for values in entries]
+    for values in checked:
+        if "text" not in values:
+            raise FieldProblem("text", "is missing; a bullet needs some text")
+    version = bump_version(session)
+    ids = [values["id"] for values in checked if "id" in values]
+    existing: dict[str, Bullet] = {}
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        existing.update(
+            (b.id, b) for b in session.scalars(select(Bullet).where(Bullet.id.in_(chunk)))
         )
-        for key, value in fields.items():
-            setattr(bullet, key, value)
-        bullet.created_at = fields.get("created_at") or now
+    next_number: int | None = None
+    changes = []
+    for values in checked:
+        if "id" not in values:
+            if next_number is None:
+                named = [n for n in map(canonical_number, ids) if n is not None]
+                highest = session.scalar(select(func.max(Bullet.number))) or 0
+                next_number = max(highest, numbers_above, *named) + 1
+            values["id"] = f"pb-{next_number}"
+            next_number += 1
+        bullet = existing.get(values["id"])
+        if bullet is None:
+            bullet = _create(session, values, version)
+            existing[bullet.id] = bullet
+            changes.append(
+                Change(bullet, _record(session, bullet, "import", actor, reason, None, flush=False))
+            )
+        else:
+            changes.append(_update(session, bullet, values, version, actor, reason))
+    session.flush()
+    return changes
+
+
+# Ids per IN (...) list: well under SQLite's and PostgreSQL's limits on bound parameters.
+_IN_CHUNK = 500
+
+
+def canonical_number(bullet_id: str) -> int | None:
+    """The n of `pb-<n>` when the id is exactly that (not `pb-007`, which is another id)."""
+    match = _ID_NUMBER.fullmatch(bullet_id)
+    if match is None or len(match.group(1)) > 9 or match.group(1) != str(int(match.group(1))):
+        return None  # nine digits at most: `number` is a 32-bit column
+    return int(match.group(1))
+
+
+def _create(session: Session, values: dict[str, Any], version: int) -> Bullet:
+    now = clock.now()
+    created_at = values.get("created_at") or now
+    bullet = Bullet(
+        id=values["id"],
+        number=canonical_number(values["id"]),
+        text=values["text"],
+        section=values.get("section") or "best_practice",
+        tags=values.get("tags") or [],
+        scope=values.get("scope") or "global",
+        learned_from=values.get("learned_from"),
+        source=values.get("source"),
+        source_url=values.get("source_url"),
+        status=values.get("status") or "active",
+        demoted_on=values.get("demoted_on"),
+        demoted_reason=values.get("demoted_reason"),
+        created_at=created_at,
         # A new bullet from an export keeps its own times, so export -> import round-trips.
-        bullet.updated_at = updated_at or fields.get("created_at") or now
-        session.add(bullet)
-        session.flush()
-        return Change(bullet, _record(session, bullet, "import", actor, reason, None))
+        updated_at=values.get("updated_at") or created_at,
+        loads=0,
+        cites=0,
+        cites_success=0,
+        cites_failure=0,
+        version=version,
+    )
+    session.add(bullet)
+    return bullet
+
+
+def _update(
+    session: Session,
+    bullet: Bullet,
+    values: dict[str, Any],
+    version: int,
+    actor: str,
+    reason: str | None,
+) -> Change:
     before = snapshot(bullet)
-    created_at = fields.pop("created_at", None)
-    for key, value in fields.items():
-        setattr(bullet, key, value)
+    for key in SNAPSHOT_FIELDS:
+        if key in values:
+            setattr(bullet, key, values[key])
+    created_at = values.get("created_at")
     created_changed = created_at is not None and clock.to_utc(created_at) != bullet.created_at
     if snapshot(bullet) == before and not created_changed:
         return Change(bullet, None)
     if created_changed:
         bullet.created_at = created_at
-    return _finish(session, bullet, "import", actor, reason, before)
+    bullet.updated_at = clock.now()
+    bullet.version = version
+    return Change(bullet, _record(session, bullet, "import", actor, reason, before, flush=False))
 
 
 def _finish(
@@ -323,18 +502,26 @@ def _apply(
 
 
 def edit(
-    session: Session, bullet_id: str, *, actor: str, reason: str | None = None, **changes: Any
+    session: Session,
+    bullet_id: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    max_chars: int = fields.MAX_LESSON_CHARS,
+    **changes: Any,
 ) -> Change:
-    """Change a bullet's text, tags, section, scope or provenance."""
+    """Change a bullet's text, tags, section, scope or provenance; None leaves a field as it is.
+
+    The new values are checked like an added bullet's: an empty ``learned_from`` or a text
+    longer than ``max_chars`` is refused with the field named, and nothing changes.
+    """
     bullet = get(session, bullet_id)
     unknown = set(changes) - set(EDITABLE_FIELDS)
     if unknown:
         raise InvalidInput(f"cannot edit {', '.join(sorted(unknown))}")
-    values = {key: value for key, value in changes.items() if value is not None}
-    if "text" in values:
-        values["text"] = _require_text(values["text"])
-    if "tags" in values:
-        values["tags"] = normalize_tags(values["tags"])
+    values = check_fields(
+        {key: value for key, value in changes.items() if value is not None}, max_chars=max_chars
+    )
     return _apply(session, bullet, "edit", actor, reason, **values)
 
 

@@ -83,7 +83,7 @@ def add(
         result = lifecycle.add(
             session,
             text,
-            learned_from=learned_from.strip(),
+            learned_from=learned_from,
             actor=ctx.actor,
             tags=tags,
             scope=scope,
@@ -92,6 +92,7 @@ def add(
             source="cli",
             source_url=source_url,
             reason=reason,
+            max_chars=ctx.settings.max_lesson_chars,
         )
     click.echo(result.bullet.id)
     if not result.created:
@@ -224,7 +225,14 @@ def edit(
     if all(value is None for value in changes.values()):
         raise click.UsageError("say what to change, e.g. --text or --tags")
     with ctx.transaction() as session:
-        change = lifecycle.edit(session, bullet_id, actor=ctx.actor, reason=reason, **changes)
+        change = lifecycle.edit(
+            session,
+            bullet_id,
+            actor=ctx.actor,
+            reason=reason,
+            max_chars=ctx.settings.max_lesson_chars,
+            **changes,
+        )
     click.echo(f"{bullet_id} edited" if change.changed else f"{bullet_id} unchanged")
 
 
