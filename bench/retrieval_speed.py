@@ -80,6 +80,7 @@ WARM_UP = 20
 ADD_BUDGET_S = 20.0
 COLD_BUDGET_S = 60.0
 REFERENCE_BUDGET_S = 15.0
+COLD_TIMEOUT_S = 900
 # The issue's goals.
 GOAL_REAL_VS_BM25S = 2.0
 GOAL_ADD_MS = 20.0
@@ -375,7 +376,9 @@ def wall(args: list[str], env: dict[str, str], runs: int, budget: float) -> tupl
     started = time.perf_counter()
     while len(times) < runs and (not times or time.perf_counter() - started < budget):
         t0 = time.perf_counter()
-        done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            args, env=env, capture_output=True, text=True, check=False, timeout=COLD_TIMEOUT_S
+        )
         times.append(time.perf_counter() - t0)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(args[:2])} failed: {done.stderr.strip()[-500:]}")
@@ -392,12 +395,22 @@ def cli_env(url: str | None = None) -> dict[str, str]:
 
 
 def cold_search_row(url: str, query: Ticket) -> dict:
-    """Wall time of a fresh `playbook-bot search` process on the bench database."""
+    """Wall times of fresh `playbook-bot search` processes on the bench database.
+
+    The first process may find no saved index and build one; later ones may load what it
+    saved. Both are reported: the first is a playbook's first search after a bulk fill.
+    """
     body = f"{query.summary}\n{(query.description or '')[:500]}"
     args = [*command(), "search", body, "--scope", SCOPE, "-k", "5", "--json"]
     times, out = wall(args, cli_env(url), runs=3, budget=COLD_BUDGET_S)
     hits = len(json.loads(out)["results"])
-    return {"cold_search_s": round(statistics.median(times), 2), "runs": len(times), "hits": hits}
+    later = times[1:] or times
+    return {
+        "cold_first_s": round(times[0], 2),
+        "cold_search_s": round(statistics.median(later), 2),
+        "runs": len(times),
+        "hits": hits,
+    }
 
 
 def startup_rows() -> dict:
@@ -433,7 +446,7 @@ def database_rows(
             row |= add_row(engine, retriever, tickets[::-1])
             log(f"  {name}: add p50 {row['add_p50_ms']} ms ({row['adds']} adds)")
         row |= cold_search_row(url, tickets[1])
-        log(f"  {name}: cold search {row['cold_search_s']} s")
+        log(f"  {name}: cold search {row['cold_first_s']} s first, {row['cold_search_s']} s later")
     return row
 
 
@@ -465,9 +478,12 @@ def goals(results: list[dict], cold: list[dict], startup: dict) -> dict:
         verdicts["real_path_100k_within_2x_bm25s"] = ratio <= GOAL_REAL_VS_BM25S
         verdicts["add_100k_le_20ms"] = sqlite_row["add_p50_ms"] <= GOAL_ADD_MS
         verdicts["cold_search_100k_le_2s"] = sqlite_row["cold_search_s"] <= GOAL_COLD_S
+        verdicts["cold_search_100k_first_process_le_2s"] = sqlite_row["cold_first_s"] <= GOAL_COLD_S
     for c in cold:
         if c["lessons"] == 20_000:
-            verdicts["cold_search_20k_le_2s"] = c["databases"][0]["cold_search_s"] <= GOAL_COLD_S
+            first = c["databases"][0]
+            verdicts["cold_search_20k_le_2s"] = first["cold_search_s"] <= GOAL_COLD_S
+            verdicts["cold_search_20k_first_process_le_2s"] = first["cold_first_s"] <= GOAL_COLD_S
     return verdicts
 
 
@@ -476,7 +492,7 @@ def print_tables(results: list[dict], cold: list[dict], startup: dict) -> None:
     print(
         f"{'lessons':>8} | {'index p50':>9} {'p99':>7} | {'bm25s p50':>9} {'p99':>7} | "
         f"{'rank_bm25 p50':>13} | {'db':<10} {'real p50':>8} {'p99':>7} {'x bm25s':>7} | "
-        f"{'1st search s':>12} {'add p50':>8} {'cold s':>6}"
+        f"{'1st search s':>12} {'add p50':>8} {'cold 1st s':>10} {'cold s':>6}"
     )
     for r in results:
         for d in r["databases"]:
@@ -485,11 +501,15 @@ def print_tables(results: list[dict], cold: list[dict], startup: dict) -> None:
                 f"{r['bm25s']['p50_ms']:>9} {r['bm25s']['p99_ms']:>7} | "
                 f"{r['rank_bm25']['p50_ms']:>13} | {d['database']:<10} {d['p50_ms']:>8} "
                 f"{d['p99_ms']:>7} {d['p50_ms'] / r['bm25s']['p50_ms']:>6.1f}x | "
-                f"{d['first_search_s']:>12} {d['add_p50_ms']:>8} {d['cold_search_s']:>6}"
+                f"{d['first_search_s']:>12} {d['add_p50_ms']:>8} {d['cold_first_s']:>10} "
+                f"{d['cold_search_s']:>6}"
             )
     for c in cold:
         for d in c["databases"]:
-            print(f"{c['lessons']:>8} | cold search only: {d['database']} {d['cold_search_s']} s")
+            print(
+                f"{c['lessons']:>8} | cold search only, {d['database']}: first process "
+                f"{d['cold_first_s']} s, later {d['cold_search_s']} s"
+            )
     print(f"playbook-bot --help {startup['help_s']} s; python -c pass {startup['python_s']} s")
 
 
