@@ -145,11 +145,18 @@ class BM25Index:
 
     def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every posting as (term, slot, tf) arrays, by term then slot, dead ones included."""
-        terms = [
-            np.repeat(np.arange(len(self._inv_ptr) - 1, dtype=np.int64), np.diff(self._inv_ptr))
-        ]
-        slots = [self._inv_slots.astype(np.int64)]
-        tfs = [self._inv_tfs.astype(np.int64)]
+        base_terms = np.repeat(
+            np.arange(len(self._inv_ptr) - 1, dtype=np.int64), np.diff(self._inv_ptr)
+        )
+        # A term a search has read is folded (base and pending, filtered) in `_postings`.
+        unfolded = ~np.isin(base_terms, np.fromiter(self._postings, np.int64))
+        terms = [base_terms[unfolded]]
+        slots = [self._inv_slots[unfolded].astype(np.int64)]
+        tfs = [self._inv_tfs[unfolded].astype(np.int64)]
+        for term, (term_slots, term_tfs) in self._postings.items():
+            terms.append(np.full(len(term_slots), term, dtype=np.int64))
+            slots.append(term_slots.astype(np.int64))
+            tfs.append(term_tfs.astype(np.int64))
         for term, pending in self._pending.items():
             extra = np.array(pending, dtype=np.int64)
             terms.append(np.full(len(pending), term, dtype=np.int64))
@@ -157,8 +164,8 @@ class BM25Index:
             tfs.append(extra[:, 1])
         self._pending.clear()
         all_terms, all_slots = np.concatenate(terms), np.concatenate(slots)
-        # Stable by term: the bulk part comes first and pending slots are later, so each
-        # term's postings stay in slot order.
+        # Stable by term: within a term the base part comes first, then what was added
+        # after it, with later slots; so each term's postings stay in slot order.
         order = np.argsort(all_terms, kind="stable")
         return all_terms[order], all_slots[order], np.concatenate(tfs)[order]
 

@@ -15,6 +15,7 @@ from playbook import clock, fields
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.fields import FieldProblem
 from playbook.models import STATUSES, Bullet, PlaybookMeta, Revision
+from playbook.text import bullet_tokens
 from playbook.usage import COUNTER_FIELDS
 
 # The fields a revision records; counters are derived from usage events, not revised.
@@ -119,14 +120,25 @@ def word_overlap(a: str, b: str) -> float:
 
 
 def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet, float] | None:
-    """The live (active or proposed) bullet in ``scope`` whose text overlaps ``text`` most."""
-    rows = session.execute(
-        select(Bullet.id, Bullet.text).where(
-            Bullet.scope == scope, Bullet.status.in_(("active", "proposed"))
-        )
+    """The live (active or proposed) bullet in ``scope`` whose text overlaps ``text`` most.
+
+    The search index shortlists the few live lessons most like ``text`` and the overlap rule
+    is applied to those: a near-duplicate shares most of its words with ``text``, so it
+    ranks near the top, and an add costs the same at 100 lessons as at 100,000.
+    """
+    from playbook.retrieval import Retriever  # retrieval builds on this module
+
+    live = select(Bullet.id, Bullet.text).where(
+        Bullet.scope == scope, Bullet.status.in_(("active", "proposed"))
     )
+    if bullet_tokens(text):
+        shortlist = Retriever.shared(session).candidates(session, text, scope, k=10)
+        live = live.where(Bullet.id.in_(shortlist))
+    # else: only stop words and symbols, which the index does not hold; such texts are rare
+    # and short, and the whole scope is compared as before.
+    rows = session.execute(live)
     best: tuple[str, float] | None = None
-    for bullet_id, other in rows:
+    for bullet_id, other in sorted(rows):
         overlap = word_overlap(text, other)
         if overlap >= DUPLICATE_OVERLAP and (best is None or overlap > best[1]):
             best = (bullet_id, overlap)

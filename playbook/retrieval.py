@@ -3,26 +3,29 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, delete, event, exc, or_, select
+from sqlalchemy.orm import Session, SessionTransaction
 
 from playbook import clock, ranking, usage
 from playbook.errors import InvalidInput
 from playbook.index import BM25Index
 from playbook.lifecycle import playbook_version
-from playbook.models import Bullet, Retrieval
-from playbook.text import Ticket, bullet_tokens, query_tokens
+from playbook.models import Bullet, IndexSnapshot, Retrieval
+from playbook.text import TOKENIZER_VERSION, Ticket, bullet_tokens, query_tokens
 
 # Non-feedback modes re-rank this many of the best BM25 matches: past that, a match is too
 # weak for usage to make it the right lesson.
 POOL = 50
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,38 +57,206 @@ class SearchResult:
     query: str = ""
 
 
+# A lesson waiting for approval is indexed under this prefix of its scope: searches for a
+# ticket never ask for it, and the near-duplicate check at write asks for both.
+PROPOSED = "proposed\x00"
+LIVE = ("active", "proposed")
+# Below this many lessons, tokenizing every lesson is about as quick as loading a snapshot.
+SNAPSHOT_MIN_LESSONS = 2_000
+# A new snapshot is saved when a sync has read more changed lessons than this since the last
+# one: a cold start then reads at most about this many rows besides the snapshot.
+SNAPSHOT_EVERY = 5_000
+# Rows tokenized per bulk fill when building from scratch: bounds the token lists held at once.
+BUILD_BATCH = 20_000
+# Session flag: an index read this session's rows, which may include its uncommitted lessons.
+_READ = "playbook_index_read"
+_COMMITTED = "playbook_committed"
+_rollbacks = 0  # sessions an index read from that ended without committing, since start
+_open = 0  # sessions an index read from that have not ended yet
+
+
+@event.listens_for(Session, "after_commit")
+def _committed(session: Session) -> None:
+    session.info[_COMMITTED] = True
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _rolled_back(session: Session, previous: SessionTransaction) -> None:
+    """A savepoint rolled back may take lessons an index has read with it."""
+    global _rollbacks
+    if previous.nested and session.info.get(_READ):
+        _rollbacks += 1
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _ended(session: Session, transaction: SessionTransaction) -> None:
+    """A session an index read from ended: without a commit, its lessons never were."""
+    global _rollbacks, _open
+    if transaction.parent is not None or transaction.nested:
+        return
+    committed = session.info.pop(_COMMITTED, False)
+    if session.info.pop(_READ, False):
+        _open -= 1
+        if not committed:
+            _rollbacks += 1
+
+
+def _mark_read(session: Session) -> None:
+    global _open
+    if not session.info.get(_READ):
+        session.info[_READ] = True
+        _open += 1
+
+
+def forget_shared() -> None:
+    """Drop every process-wide index: for when a database was emptied or restored under it."""
+    with _SHARED_LOCK:
+        _SHARED.clear()
+
+
 class Retriever:
-    """A per-process BM25 index over active bullets, refreshed when the playbook changes.
+    """A per-process BM25 index over live bullets, refreshed when the playbook changes.
 
     Each search reads the playbook version (one indexed row); when another process has
-    changed bullets since, only the bullets stamped with a newer version are reloaded.
+    changed bullets since, only the bullets stamped with a newer version are read again. A
+    process starting up loads the newest saved snapshot of the index and reads only the
+    bullets changed since it, and saves a new snapshot once enough have changed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, snapshots: bool = True) -> None:
         self._lock = threading.Lock()
         self._index = BM25Index()
         self._version: int | None = None
+        self._rollbacks = _rollbacks
+        self._snapshots = snapshots
+        self._since_snapshot = 0  # changed lessons read since the snapshot in use
+        self.loaded_from: int | None = None  # the version of the snapshot it started from
+
+    @classmethod
+    def shared(cls, session: Session) -> Retriever:
+        """The process's retriever for the session's database (one index per database)."""
+        engine = session.get_bind()
+        engine = getattr(engine, "engine", engine)
+        with _SHARED_LOCK:
+            retriever = _SHARED.get(engine)
+            if retriever is None:
+                retriever = _SHARED[engine] = cls()
+            return retriever
 
     def sync(self, session: Session) -> int:
         """Bring the index up to the database's playbook version; returns that version."""
         version = playbook_version(session)
         with self._lock:
-            if self._version == version:
+            if self._rollbacks != _rollbacks:
+                # Some session this process read rolled back: start again from saved state.
+                self._rollbacks, self._version = _rollbacks, None
+            if self._version is None:
+                self._load(session)
+            elif version > self._version:
+                self._apply(session, self._version)
+            elif version == self._version or _open:
+                # Up to date, or ahead because a session of this process that has not ended
+                # yet showed it lessons this one cannot see; should that session not commit,
+                # the listeners above say so.
                 return version
-            query = select(
-                Bullet.id, Bullet.text, Bullet.tags, Bullet.scope, Bullet.status, Bullet.updated_at
-            )
-            if self._version is not None:
-                query = query.where(Bullet.version > self._version)
-            for bullet_id, text, tags, scope, status, updated_at in session.execute(query):
-                if status == "active":
-                    # Stamped with its last change: feedback search orders by freshness since.
-                    stamp = updated_at.timestamp() if updated_at else 0.0
-                    self._index.replace(bullet_id, bullet_tokens(text, tags), scope, stamp)
-                else:
-                    self._index.remove(bullet_id)
+            else:
+                self._load(session)  # the database went back: restored, or emptied
             self._version = version
+            if (
+                self._snapshots
+                and self._since_snapshot >= SNAPSHOT_EVERY
+                and len(self._index) >= SNAPSHOT_MIN_LESSONS
+            ):
+                self._save(session, version)
         return version
+
+    def _load(self, session: Session) -> None:
+        """A fresh index: the newest usable snapshot, then the lessons changed since."""
+        self._index, since = BM25Index(), None
+        if self._snapshots:
+            loaded = _load_snapshot(session)
+            if loaded is not None:
+                self._index, since = loaded
+        self.loaded_from = since
+        self._since_snapshot = 0
+        self._apply(session, since)
+
+    def _apply(self, session: Session, since: int | None) -> None:
+        """Index the bullets changed after version ``since`` (all of them for None)."""
+        query = select(
+            Bullet.id, Bullet.text, Bullet.tags, Bullet.scope, Bullet.status, Bullet.updated_at
+        )
+        if since is not None:
+            query = query.where(Bullet.version > since)
+        else:
+            query = query.where(Bullet.status.in_(LIVE))
+        rows = session.execute(query.execution_options(yield_per=BUILD_BATCH))
+        read = 0
+        for batch in rows.partitions():
+            read += len(batch)
+            live = [
+                (bullet_id, bullet_tokens(text, tags), _key(scope, status), _stamp(updated_at))
+                for bullet_id, text, tags, scope, status, updated_at in batch
+                if status in LIVE
+            ]
+            if len(live) > 500:  # one sort beats hundreds of appends
+                for bullet_id, *_ in batch:
+                    self._index.remove(bullet_id)
+                self._index.bulk(live)
+            else:
+                for bullet_id, _, _, _, status, _ in batch:
+                    if status not in LIVE:
+                        self._index.remove(bullet_id)
+                for bullet_id, tokens, key, stamp in live:
+                    self._index.replace(bullet_id, tokens, key, stamp)
+        if read:
+            _mark_read(session)
+        self._since_snapshot += read
+
+    def _save(self, session: Session, version: int) -> None:
+        """Save the index as the snapshot of ``version``, in the caller's transaction.
+
+        In the caller's transaction because the index holds what this session sees: if the
+        transaction rolls back, so does the snapshot of its uncommitted lessons.
+        """
+        data = self._index.to_bytes()
+        # Labelled one version back: a writer that bumped the version to ``version`` may
+        # still stamp a lesson with it after this sync, and a cold start must read that one.
+        version -= 1
+        try:
+            with session.begin_nested():
+                session.execute(
+                    delete(IndexSnapshot).where(
+                        or_(
+                            IndexSnapshot.tokenizer != TOKENIZER_VERSION,
+                            IndexSnapshot.version <= version,
+                        )
+                    )
+                )
+                session.add(
+                    IndexSnapshot(
+                        version=version,
+                        tokenizer=TOKENIZER_VERSION,
+                        documents=len(self._index),
+                        created_at=clock.now(),
+                        data=data,
+                    )
+                )
+        except exc.DBAPIError as error:  # a cache: a search goes on without it
+            log.warning("could not save the search index snapshot (%s)", type(error).__name__)
+            return
+        self._since_snapshot = 0
+
+    def candidates(self, session: Session, text: str, scope: str, k: int = 8) -> list[str]:
+        """Live lessons in ``scope`` (active or proposed) most like ``text``: a shortlist."""
+        version = self.sync(session)
+        with self._lock:
+            matches = self._index.search(bullet_tokens(text), k=k, scopes={scope, PROPOSED + scope})
+            # A writer asks after bumping the version and before stamping its lesson with it:
+            # lessons of this version may be written yet, so the next sync reads them again.
+            if self._version == version:
+                self._version = version - 1
+        return [bullet_id for bullet_id, _ in matches]
 
     def search(
         self,
@@ -101,8 +272,9 @@ class Retriever:
     ) -> SearchResult:
         """Rank the active lessons in the ticket's scope (and global) for ``ticket``.
 
-        With ``record``, every lesson shown is a ``loaded`` event for the ticket, once
-        per query id: searching again under the same query id records nothing more.
+        Only lessons sharing a word with the ticket are ranked: one that shares none is never
+        shown, whatever its ratings. With ``record``, every lesson shown is a ``loaded`` event
+        for the ticket, once per ticket and lesson (once per query id without a ticket key).
         """
         if rank_by not in ranking.RANK_MODES:
             raise InvalidInput(f"rank_by must be one of {', '.join(ranking.RANK_MODES)}")
@@ -128,7 +300,14 @@ class Retriever:
                 ranks=[hit.rank for hit in hits],
                 query_id=query_id,
                 consumer="retrieval",
-                dedup_keys=[_load_key(query_id, hit.bullet_id) for hit in hits],
+                # Once per ticket and lesson, as a comment's loads are: searching again for
+                # the same ticket shows the lesson again, it does not load it twice.
+                dedup_keys=[
+                    _shown_key(ticket.key, hit.bullet_id)
+                    if ticket.key
+                    else _load_key(query_id, hit.bullet_id)
+                    for hit in hits
+                ],
             )
         return SearchResult(query_id=query_id, hits=hits, query=" ".join(tokens))
 
@@ -214,8 +393,8 @@ class Retriever:
         scored = []
         for bullet_id, bm25 in matches:
             row = rows.get(bullet_id)
-            if row is None or row.status != "active":
-                continue  # changed since the last sync; the next sync drops it
+            if row is None or row.status != "active" or bm25 <= 0:
+                continue  # changed since the last sync (the next sync drops it), or no match
             multiplier = ranking.feedback_multiplier(row.cites_success, row.cites_failure)
             last_used = max((t for t in (row.last_cited_at, row.last_loaded_at) if t), default=None)
             confidence = ranking.confidence(
@@ -349,3 +528,35 @@ def _shown_key(ticket_key: str, bullet_id: str) -> str:
 
 def _load_key(query_id: str, bullet_id: str) -> str:
     return hashlib.sha256(f"load:{query_id}:{bullet_id}".encode()).hexdigest()
+
+
+_SHARED: weakref.WeakKeyDictionary[Engine, Retriever] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _key(scope: str, status: str) -> str:
+    return scope if status == "active" else PROPOSED + scope
+
+
+def _stamp(updated_at: datetime | None) -> float:
+    # Stamped with its last change: feedback search orders by freshness since.
+    return updated_at.timestamp() if updated_at else 0.0
+
+
+def _load_snapshot(session: Session) -> tuple[BM25Index, int] | None:
+    """The newest snapshot this tokenizer made, as (index, version), if one can be read."""
+    version = playbook_version(session)
+    row = session.execute(
+        select(IndexSnapshot.id, IndexSnapshot.version)
+        .where(IndexSnapshot.tokenizer == TOKENIZER_VERSION, IndexSnapshot.version <= version)
+        .order_by(IndexSnapshot.version.desc(), IndexSnapshot.id.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    data = session.scalar(select(IndexSnapshot.data).where(IndexSnapshot.id == row.id))
+    try:
+        return BM25Index.from_bytes(bytes(data or b"")), row.version
+    except ValueError as error:
+        log.warning("ignoring search index snapshot %s (%s)", row.id, error)
+        return None

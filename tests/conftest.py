@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from sqlalchemy import Engine, create_engine, delete, text, update
 from sqlalchemy.engine import make_url
 
-from playbook import clock, db
+from playbook import clock, db, retrieval
 from playbook.models import Base, PlaybookMeta
 
 from support import GITHUB_SECRET, JIRA_SECRET, fixture_body
@@ -59,6 +59,7 @@ def engine(migrated_engine: Engine) -> Engine:
             if table.name != PlaybookMeta.__tablename__:
                 connection.execute(delete(table))
         connection.execute(update(PlaybookMeta).values(value=0))
+    retrieval.forget_shared()  # the playbook was emptied under the process's search index
     return migrated_engine
 
 

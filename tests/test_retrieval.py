@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, update
 
 from playbook import clock, lifecycle, ranking, usage
 from playbook.db import transaction
@@ -64,6 +64,8 @@ def test_index_scores_equal_rank_bm25_also_after_adds_and_removes(fill: str) -> 
         index.bulk((f"d{i}", tokens, "global", 0.0) for i, tokens in enumerate(docs[:half]))
         for i in range(half, len(docs) - 10):
             index.add(f"d{i}", docs[i])
+            if i % 50 == 0:  # searches fold what was added into the postings they read
+                index.search(docs[i][:5])
         index.bulk((f"d{i}", docs[i], "global", 0.0) for i in range(len(docs) - 10, len(docs)))
         if fill == "bytes":
             index = BM25Index.from_bytes(index.to_bytes())
@@ -285,7 +287,7 @@ def test_other_rank_modes(engine: Engine) -> None:
         search(engine, retriever, "webhook", rank_by="magic")
 
 
-def test_loads_are_recorded_once_per_query(engine: Engine) -> None:
+def test_loads_are_recorded_once_per_ticket_and_lesson(engine: Engine) -> None:
     seed(engine, *LESSONS)
     retriever = Retriever()
     first = search(engine, retriever, "payment webhook retries", record=True, query_id="req-1")
@@ -296,8 +298,16 @@ def test_loads_are_recorded_once_per_query(engine: Engine) -> None:
         assert sorted((e.bullet_id, e.rank, e.query_id) for e in loads) == sorted(
             (h.bullet_id, h.rank, "req-1") for h in first.hits
         )
+    # Another search for the same ticket shows the same lessons: not loaded again.
     search(engine, retriever, "payment webhook retries", record=True, query_id="req-2")
     with transaction(engine) as session:
+        assert session.scalar(select(func.count()).select_from(UsageEvent)) == len(first.hits)
+        retriever.search(
+            session,
+            Ticket.from_text("payment webhook retries", scope="CTMS", key="CTMS-10"),
+            record=True,
+        )
+    with transaction(engine) as session:  # another ticket loads them again
         assert session.scalar(select(func.count()).select_from(UsageEvent)) == 2 * len(first.hits)
 
 
@@ -437,3 +447,93 @@ def test_feedback_finds_an_old_lesson_a_recent_cite_refreshed(engine: Engine) ->
             usage.record(session, "cited", ["old"], ticket_key="X-1")
         hits = search(engine, retriever, "webhook retries").hits
     assert hits[0].bullet_id == "old" and hits[0].freshness == 1.0
+
+
+def _ids(engine: Engine, retriever: Retriever, text: str) -> list[str]:
+    return [hit.bullet_id for hit in search(engine, retriever, text, k=10).hits]
+
+
+def test_a_cold_start_loads_the_snapshot_and_reads_only_what_changed_since(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playbook import retrieval
+    from playbook.models import IndexSnapshot
+
+    monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
+    monkeypatch.setattr(retrieval, "SNAPSHOT_EVERY", 5)
+    seed(engine, *LESSONS)
+    first = Retriever()
+    before = _ids(engine, first, "payment webhook retries")
+    with transaction(engine) as session:
+        snapshot = session.execute(select(IndexSnapshot.version, IndexSnapshot.documents)).one()
+        assert snapshot.documents > 0
+        # Changed after the snapshot: a new lesson, an edit, a deprecation.
+        lifecycle.add(
+            session,
+            "Payment webhooks need retries with backoff",
+            learned_from="T-2",
+            actor="t",
+            scope="CTMS",
+        )
+        lifecycle.edit(session, before[0], actor="t", text="Broker journal corruption on restart")
+        lifecycle.deprecate(session, before[1], reason="wrong", actor="t")
+    cold, rebuilt = Retriever(), Retriever(snapshots=False)
+    assert _ids(engine, cold, "payment webhook retries") == _ids(
+        engine, rebuilt, "payment webhook retries"
+    )
+    assert cold.loaded_from is not None and rebuilt.loaded_from is None
+    shown = _ids(engine, cold, "payment webhook retries")
+    assert before[0] not in shown and before[1] not in shown
+    assert _ids(engine, cold, "broker journal corruption") == [before[0]]
+
+
+def test_a_snapshot_that_cannot_be_read_or_of_another_tokenizer_is_not_used(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playbook import retrieval
+    from playbook.models import IndexSnapshot
+
+    monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
+    monkeypatch.setattr(retrieval, "SNAPSHOT_EVERY", 1)
+    seed(engine, *LESSONS)
+    expected = _ids(engine, Retriever(), "payment webhook retries")
+    with transaction(engine) as session:
+        session.execute(update(IndexSnapshot).values(data=b"garbage"))
+    broken = Retriever()
+    assert _ids(engine, broken, "payment webhook retries") == expected
+    assert broken.loaded_from is None
+    with transaction(engine) as session:  # the next sync that read enough saved a good one
+        assert session.scalars(select(IndexSnapshot.data)).one() != b"garbage"
+        session.execute(update(IndexSnapshot).values(tokenizer=IndexSnapshot.tokenizer - 1))
+    other = Retriever()
+    assert _ids(engine, other, "payment webhook retries") == expected
+    assert other.loaded_from is None
+
+
+def test_lessons_of_a_transaction_that_rolled_back_are_not_found(engine: Engine) -> None:
+    seed(engine, *LESSONS)
+    with pytest.raises(RuntimeError), transaction(engine) as session:
+        result = lifecycle.add(
+            session,
+            "Quarantine flaky integration tests in nightly builds",
+            learned_from="T-3",
+            actor="t",
+            scope="CTMS",
+        )
+        shared = Retriever.shared(session)
+        found = shared.search(session, Ticket.from_text("flaky nightly tests", scope="CTMS"))
+        assert [hit.bullet_id for hit in found.hits] == [result.bullet.id]
+        raise RuntimeError("the request failed after the add")
+    with transaction(engine) as session:
+        shared = Retriever.shared(session)
+        assert (
+            shared.search(session, Ticket.from_text("flaky nightly tests", scope="CTMS")).hits == []
+        )
+        again = lifecycle.add(
+            session,
+            "Quarantine flaky integration tests in nightly builds",
+            learned_from="T-3",
+            actor="t",
+            scope="CTMS",
+        )
+        assert again.created

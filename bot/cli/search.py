@@ -49,7 +49,7 @@ def search(
         key=ticket,
     )
     with ctx.transaction() as session:
-        result = Retriever().search(
+        result = Retriever.shared(session).search(
             session, query, k=k, rank_by=rank_by, max_chars=max_chars, record=record
         )
     if as_json:
