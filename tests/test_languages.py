@@ -70,15 +70,15 @@ CASES = {
     ),
     "french": Case(
         lesson="Élévation de privilèges : vérifier les droits d'accès à chaque requête",
-        # Without accents, in the singular.
-        ticket="Elevation de privilege possible sans verification des droits d acces",
+        # Without accents, and "verification" for "vérifier".
+        ticket="Elevation des privileges sans verification",
         unrelated_lesson="Le bouton « Connexion » n'apparaît pas sur mobile",
         unrelated_ticket="Le rapport mensuel est envoyé aux clients avec une date erronée",
     ),
     "german": Case(
         lesson="Zeitüberschreitung beim Abrufen großer Dateien: Timeout des Proxys erhöhen",
-        # Without umlauts and ß, as on an English keyboard; "Proxy" for "Proxys".
-        ticket="Zeituberschreitung beim Download grosser Dateien über den Proxy",
+        # Without umlauts and ß, as on an English keyboard: "timeout under heavy load".
+        ticket="Zeituberschreitung bei grosser Last",
         unrelated_lesson="Die Anmeldeschaltfläche wird auf dem Handy nicht angezeigt",
         unrelated_ticket="Der Monatsbericht wird mit falschem Datum an Kunden verschickt",
     ),
