@@ -249,7 +249,7 @@ _SPACELESS_SCRIPTS = {
     "khmer": "\u1780-\u17ff\u19e0-\u19ff",
     "myanmar": "\u1000-\u109f\uaa60-\uaa7f",
 }
-# Scripts of words written with spaces that a word is told apart by: its stemmer, its prefixes.
+# Scripts written with spaces whose words get their own rules: a stemmer, or Hebrew's prefixes.
 _WORD_SCRIPTS = {
     "cyrillic": "\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f",
     "greek": "\u0370-\u03ff\u1f00-\u1fff",
@@ -323,8 +323,7 @@ def _keep(token: str) -> bool:
 
 
 def tokenize(text: str | None) -> list[str]:
-    """Tokens of engineering text in any language: words in one spelling, identifiers whole
-    and split into parts.
+    """Tokens of engineering text in any language: words in one spelling, identifiers split.
 
     ``getUserById`` gives getuserbyid, get, user, by, id (stop words then drop ``by``);
     ``org.apache.zookeeper.ClientCnxn`` keeps the dotted name and its parts, and
