@@ -40,25 +40,19 @@ def cite_rate_pairs(session: Session) -> tuple[int, int]:
     cite without a load on its ticket is not in either number, so the rate these make is
     at most 100% by construction.
     """
-    loaded = (
-        select(UsageEvent.ticket_key, UsageEvent.bullet_id)
-        .where(UsageEvent.kind == "loaded", UsageEvent.ticket_key.is_not(None))
-        .distinct()
+    # One pass over the log, grouped by pair: a correlated lookup per loaded pair took
+    # half a minute on 130k events.
+    pairs = (
+        select(
+            func.max(case((UsageEvent.kind == "loaded", 1), else_=0)).label("loaded"),
+            func.max(case((UsageEvent.kind == "cited", 1), else_=0)).label("cited"),
+        )
+        .where(UsageEvent.ticket_key.is_not(None))
+        .group_by(UsageEvent.ticket_key, UsageEvent.bullet_id)
         .subquery()
     )
-    cited = (
-        select(UsageEvent.id)
-        .where(
-            UsageEvent.kind == "cited",
-            UsageEvent.ticket_key == loaded.c.ticket_key,
-            UsageEvent.bullet_id == loaded.c.bullet_id,
-        )
-        .exists()
-    )
     shown, used = session.execute(
-        select(func.count(), func.coalesce(func.sum(case((cited, 1), else_=0)), 0)).select_from(
-            loaded
-        )
+        select(func.count(), func.coalesce(func.sum(pairs.c.cited), 0)).where(pairs.c.loaded == 1)
     ).one()
     return int(shown), int(used)
 
