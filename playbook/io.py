@@ -12,6 +12,8 @@ import csv
 import hashlib
 import io as stdio
 import json
+import pickle
+import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -383,17 +385,26 @@ def _csv_entries(stream: IO[bytes]) -> Iterator[Entry]:
         raise BrokenFile(reader.line_num or 1, f"not valid CSV ({error})") from None
 
 
+_YAML_STR = "tag:yaml.org,2002:str"
+_YAML_NULL = "tag:yaml.org,2002:null"
+_YAML_MERGE = "tag:yaml.org,2002:merge"
+_YAML_SCALARS = tuple(f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "timestamp"))
+
+
 class _YamlReader:
     """A YAML list read one item at a time from libyaml's events, each with its lines.
 
-    ``yaml.safe_load`` would build the whole file, and ``yaml.compose`` a node (with two
-    position marks) for every scalar of it; composing and constructing item by item keeps
-    one entry in memory and still knows on which line each field is written.
+    ``yaml.safe_load`` would build the whole file (and ``yaml.compose`` a node with two
+    position marks for every scalar of it); building each item straight from the parser's
+    events keeps one entry in memory, knows on which line each field is written, and costs
+    a third of composing nodes first. Values are what ``yaml.safe_load`` gives; aliases
+    (``*name``), merge keys and tags other than YAML's own are refused, so an entry is
+    always a plain tree of its own (and a "billion laughs" file is one problem, not a hang).
     """
 
     def __init__(self, stream: IO[bytes]) -> None:
         self.loader = _YamlLoader(stream)
-        self.anchors: dict[str, yaml_nodes.Node] = {}
+        self.problem: str | None = None
 
     def entries(self) -> Iterator[Entry]:
         loader = self.loader
@@ -407,9 +418,9 @@ class _YamlReader:
             elif loader.check_event(yaml_events.MappingStartEvent):
                 yield from self._bullets_key()
             else:
-                node = self._compose()
-                if not (isinstance(node, yaml_nodes.ScalarNode) and node.tag.endswith(":null")):
-                    raise BrokenFile(node.start_mark.line + 1, _NOT_A_LIST)
+                line = loader.peek_event().start_mark.line + 1
+                if self._value() is not None or self.problem:
+                    raise BrokenFile(line, _NOT_A_LIST)
             loader.get_event()  # document end
             if not loader.check_event(yaml_events.StreamEndEvent):
                 line = loader.peek_event().start_mark.line + 1
@@ -433,16 +444,12 @@ class _YamlReader:
         start = loader.get_event().start_mark.line + 1
         found = False
         while not loader.check_event(yaml_events.MappingEndEvent):
-            key = self._compose()
-            if (
-                isinstance(key, yaml_nodes.ScalarNode)
-                and key.value == "bullets"
-                and loader.check_event(yaml_events.SequenceStartEvent)
-            ):
+            key = self._value()
+            if key == "bullets" and loader.check_event(yaml_events.SequenceStartEvent):
                 found = True
                 yield from self._items()
             else:
-                self._compose()  # another key's value, read and dropped
+                self._value()  # another key's value, read and dropped
         loader.get_event()
         if not found:
             raise BrokenFile(start, _NOT_A_LIST)
@@ -451,71 +458,83 @@ class _YamlReader:
         loader = self.loader
         loader.get_event()  # sequence start
         while not loader.check_event(yaml_events.SequenceEndEvent):
-            node = self._compose()
-            line = node.start_mark.line + 1
+            line = loader.peek_event().start_mark.line + 1
             lines: dict[str, int] = {}
-            if isinstance(node, yaml_nodes.MappingNode):
-                for key, value in node.value:
-                    if isinstance(key, yaml_nodes.ScalarNode):
-                        lines[key.value] = value.start_mark.line + 1
-            try:
-                data = loader.construct_document(node)
-            except (yaml.YAMLError, ValueError, TypeError, OverflowError) as error:
-                # e.g. `created_at: 2026-13-45`, which YAML's own date rule accepts.
-                problem = getattr(error, "problem", None) or str(error)
-                data = Unreadable(f"not usable YAML ({problem})")
-            yield Entry(line, data, lines)
+            self.problem = None
+            data = self._value(lines)
+            yield Entry(line, Unreadable(self.problem) if self.problem else data, lines)
         loader.get_event()
 
-    def _compose(self) -> yaml_nodes.Node:
-        """The next node, as ``yaml.compose`` would build it, from the parser's events."""
+    def _value(self, lines: dict[str, int] | None = None) -> Any:
+        """The next value, built from events; a problem is noted and reading goes on.
+
+        ``lines``, when given and the value is a mapping, receives the line of each key's value.
+        """
         loader = self.loader
-        if loader.check_event(yaml_events.AliasEvent):
-            event = loader.get_event()
-            if event.anchor not in self.anchors:
-                raise yaml.composer.ComposerError(
-                    None, None, f"found undefined alias {event.anchor!r}", event.start_mark
-                )
-            return self.anchors[event.anchor]
         event = loader.get_event()
-        node: yaml_nodes.Node
-        if isinstance(event, yaml_events.ScalarEvent):
-            tag = event.tag
-            if tag is None or tag == "!":
-                tag = loader.resolve(yaml_nodes.ScalarNode, event.value, event.implicit)
-            node = yaml_nodes.ScalarNode(
-                tag, event.value, event.start_mark, event.end_mark, style=event.style
-            )
-            self._anchor(event, node)
-            return node
-        if isinstance(event, yaml_events.SequenceStartEvent):
-            tag = event.tag
-            if tag is None or tag == "!":
-                tag = loader.resolve(yaml_nodes.SequenceNode, None, event.implicit)
-            node = yaml_nodes.SequenceNode(tag, [], event.start_mark, None)
-            self._anchor(event, node)
+        kind = type(event)
+        if kind is yaml_events.ScalarEvent:
+            return self._scalar(event)
+        if kind is yaml_events.SequenceStartEvent:
+            self._collection_tag(event, "seq")
+            items = []
             while not loader.check_event(yaml_events.SequenceEndEvent):
-                node.value.append(self._compose())
-            node.end_mark = loader.get_event().end_mark
-            return node
-        if isinstance(event, yaml_events.MappingStartEvent):
-            tag = event.tag
-            if tag is None or tag == "!":
-                tag = loader.resolve(yaml_nodes.MappingNode, None, event.implicit)
-            node = yaml_nodes.MappingNode(tag, [], event.start_mark, None)
-            self._anchor(event, node)
+                items.append(self._value())
+            loader.get_event()
+            return items
+        if kind is yaml_events.MappingStartEvent:
+            self._collection_tag(event, "map")
+            mapping: dict[Any, Any] = {}
             while not loader.check_event(yaml_events.MappingEndEvent):
-                key = self._compose()
-                node.value.append((key, self._compose()))
-            node.end_mark = loader.get_event().end_mark
-            return node
+                key = self._value()
+                if lines is not None and isinstance(key, str):
+                    lines[key] = loader.peek_event().start_mark.line + 1
+                value = self._value()
+                try:
+                    mapping[key] = value
+                except TypeError:
+                    self._note("a list or mapping cannot be a key")
+            loader.get_event()
+            return mapping
+        if kind is yaml_events.AliasEvent:
+            self._note(f"aliases such as *{event.anchor} are not read; write the value out")
+            return None
         raise yaml.composer.ComposerError(
-            None, None, f"unexpected {type(event).__name__}", event.start_mark
+            None, None, f"unexpected {kind.__name__}", event.start_mark
         )
 
-    def _anchor(self, event: Any, node: yaml_nodes.Node) -> None:
-        if event.anchor is not None:
-            self.anchors[event.anchor] = node
+    def _scalar(self, event: Any) -> Any:
+        tag = event.tag
+        if tag is None or tag == "!":
+            if not event.implicit[0]:
+                return event.value  # not plain (quoted, block): a string whatever it says
+            tag = self.loader.resolve(yaml_nodes.ScalarNode, event.value, event.implicit)
+        if tag == _YAML_STR:
+            return event.value
+        if tag == _YAML_NULL:
+            return None
+        if tag not in _YAML_SCALARS:
+            self._note(
+                "merge keys (<<) are not read; write the fields out"
+                if tag == _YAML_MERGE
+                else f"the tag {tag} is not read"
+            )
+            return None
+        node = yaml_nodes.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+        try:
+            return self.loader.yaml_constructors[tag](self.loader, node)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as error:
+            # e.g. `created_at: 2026-13-45`, which YAML's own date rule accepts.
+            self._note(f"not usable YAML ({getattr(error, 'problem', None) or error})")
+            return None
+
+    def _collection_tag(self, event: Any, kind: str) -> None:
+        if event.tag not in (None, "!", f"tag:yaml.org,2002:{kind}"):
+            self._note(f"the tag {event.tag} is not read")
+
+    def _note(self, problem: str) -> None:
+        if self.problem is None:
+            self.problem = problem
 
 
 _NOT_A_LIST = "a YAML playbook is a list of bullets (or a mapping with `bullets:`)"
@@ -553,6 +572,18 @@ def bullet_values(entry: Any, *, max_chars: int = fields.MAX_LESSON_CHARS) -> di
     for the demotion fields, where it clears them. Every entry names the ticket it was learned
     from and has a text of at most ``max_chars``.
     """
+    values = _entry_values(entry)
+    checked = lifecycle.check_fields(values, max_chars=max_chars)
+    deprecated = _flag(entry)
+    if deprecated is not None and deprecated != (checked.get("status") == "deprecated"):
+        raise FieldProblem(
+            "deprecated", f"is {str(deprecated).lower()} but status is {checked['status']}"
+        )
+    return checked
+
+
+def _entry_values(entry: Any) -> dict[str, Any]:
+    """The bullet fields an entry gives, as given (``lifecycle.check_fields`` checks them)."""
     if not isinstance(entry, dict):
         raise InvalidInput(
             "an entry must be a mapping of fields such as text and learned_from, "
@@ -570,11 +601,6 @@ def bullet_values(entry: Any, *, max_chars: int = fields.MAX_LESSON_CHARS) -> di
     deprecated = _flag(entry)
     if "status" not in values and deprecated is not None:
         values["status"] = "deprecated" if deprecated else "active"
-    values = lifecycle.check_fields(values, max_chars=max_chars)
-    if deprecated is not None and deprecated != (values.get("status") == "deprecated"):
-        raise FieldProblem(
-            "deprecated", f"is {str(deprecated).lower()} but status is {values['status']}"
-        )
     return values
 
 
@@ -591,7 +617,10 @@ class _Plan:
     highest_number: int = 0
 
 
-def _check_bullets(entries: Iterable[Entry], source: str, max_chars: int) -> _Plan:
+def _check_bullets(
+    entries: Iterable[Entry], source: str, max_chars: int, spool: IO[bytes]
+) -> _Plan:
+    """Check every entry; while all are good, keep their checked values in ``spool``."""
     plan = _Plan()
     problems = _Problems()
     seen: dict[str, int] = {}
@@ -610,19 +639,30 @@ def _check_bullets(entries: Iterable[Entry], source: str, max_chars: int) -> _Pl
                 problems.add(entry.line, str(problem))
                 continue
             bullet_id = values.get("id")
-            if bullet_id is None:
-                continue
-            line = entry.line_of("id")
-            if bullet_id in seen:
-                problems.add(line, f"id: {bullet_id} is already used on line {seen[bullet_id]}")
-                continue
-            seen[bullet_id] = line
-            number = lifecycle.canonical_number(bullet_id)
-            plan.highest_number = max(plan.highest_number, number or 0)
+            if bullet_id is not None:
+                line = entry.line_of("id")
+                if bullet_id in seen:
+                    problems.add(line, f"id: {bullet_id} is already used on line {seen[bullet_id]}")
+                    continue
+                seen[bullet_id] = line
+                number = lifecycle.canonical_number(bullet_id)
+                plan.highest_number = max(plan.highest_number, number or 0)
+            if not problems.total:
+                pickle.dump(values, spool, protocol=pickle.HIGHEST_PROTOCOL)
     except BrokenFile as fatal:
         problems.add(fatal.line, fatal.message)
     problems.refuse_if_any(source)
     return plan
+
+
+def _unspool(spool: IO[bytes]) -> Iterator[dict[str, Any]]:
+    """The values `_check_bullets` kept, in order (a file of our own, written just before)."""
+    spool.seek(0)
+    while True:
+        try:
+            yield pickle.load(spool)  # our own temporary file, never input
+        except EOFError:
+            return
 
 
 class _BulletWriter:
@@ -665,7 +705,7 @@ class _BulletWriter:
             self.pending = []
             self._count(changes)
 
-    def _put(self, batch: list[dict[str, Any]], max_chars: int) -> list[lifecycle.Change]:
+    def _put(self, batch: list[dict[str, Any]], max_chars: int) -> list[lifecycle.Put]:
         return lifecycle.put_many(
             self.session,
             batch,
@@ -675,16 +715,17 @@ class _BulletWriter:
             numbers_above=self.plan.highest_number,
         )
 
-    def _count(self, changes: list[lifecycle.Change]) -> None:
-        for change in changes:
-            if change.revision is None:
-                self.report.unchanged += 1
-            elif change.revision.before is None:
+    def _count(self, done: list[lifecycle.Put]) -> None:
+        for put in done:
+            if put.outcome == "created":
                 self.report.created += 1
-            else:
+            elif put.outcome == "updated":
                 self.report.updated += 1
+            else:
+                self.report.unchanged += 1
             if self.known_texts is not None:
-                self.known_texts.add(_text_key(change.bullet.scope, change.bullet.text))
+                scope = put.values.get("scope", "global")
+                self.known_texts.add(_text_key(scope, put.values["text"]))
 
     def _texts(self) -> set[bytes]:
         # Loaded once, at the first entry without an id: "is this text already there?" is
@@ -710,21 +751,23 @@ def import_bullets(
 ) -> ImportReport:
     """Check every entry of a file, then create or update its bullets in committed batches.
 
-    ``opener`` opens the file (it is read twice). A file with any bad entry raises
-    ImportRefused naming the first few by line, and writes nothing. Otherwise every
-    ``batch_size`` entries are committed, so an interrupted import keeps what it wrote, and
-    importing the file again skips what is already there (the same file twice changes nothing).
+    ``opener`` opens the file. A file with any bad entry raises ImportRefused naming the
+    first few by line, and writes nothing. The file is read once: the checked values wait
+    in a temporary file, so neither pass holds the whole file in memory nor parses it twice.
+    Then every ``batch_size`` entries are committed, so an interrupted import keeps what it
+    wrote, and importing the file again skips what is already there (the same file twice
+    changes nothing).
     """
-    with opener() as stream:
-        plan = _check_bullets(read_entries(stream, fmt), source_name, max_chars)
-    report = ImportReport()
-    writer = _BulletWriter(
-        session, report, actor=actor, reason=f"import from {source_name}", plan=plan
-    )
-    done = 0
-    with opener() as stream:
-        for entry in read_entries(stream, fmt):
-            writer.add(bullet_values(entry.data, max_chars=max_chars), max_chars)
+    with tempfile.TemporaryFile(prefix="playbook-import-") as spool:
+        with opener() as stream:
+            plan = _check_bullets(read_entries(stream, fmt), source_name, max_chars, spool)
+        report = ImportReport()
+        writer = _BulletWriter(
+            session, report, actor=actor, reason=f"import from {source_name}", plan=plan
+        )
+        done = 0
+        for values in _unspool(spool):
+            writer.add(values, max_chars)
             done += 1
             if done % batch_size == 0:
                 writer.flush(max_chars)
