@@ -287,8 +287,8 @@ def add(
     learned_from: str | None,
     actor: str,
     tags: Iterable[str] | str | None = None,
-    scope: str = "global",
-    section: str = "best_practice",
+    scope: str | None = "global",
+    section: str | None = "best_practice",
     status: str = "active",
     source: str | None = "cli",
     source_url: str | None = None,
@@ -305,8 +305,10 @@ def add(
             "text": text,
             "learned_from": learned_from,
             "tags": tags if isinstance(tags, str) else list(tags or []),
-            "scope": scope or "global",
-            "section": section or "best_practice",
+            # Only None means "the default": an empty value is a mistake worth naming
+            # (`--scope "$SCOPE"` with SCOPE unset), not a wish for `global`.
+            "scope": "global" if scope is None else scope,
+            "section": "best_practice" if section is None else section,
             "source": source,
             "source_url": source_url,
         },

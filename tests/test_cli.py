@@ -190,3 +190,56 @@ def test_json_logs_when_asked(tmp_path: Path) -> None:
     lines = [line for line in result.stderr.splitlines() if line.startswith("{")]
     assert lines, result.stderr
     assert all("level" in json.loads(line) for line in lines)
+
+
+def bullets(cli) -> list[dict]:
+    return json.loads(cli("list", "--status", "all", "--json").stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--learned-from", ""), "error: learned_from: is empty; name the ticket"),
+        (("--learned-from", "  "), "error: learned_from: is empty"),
+        (("--learned-from", "A-1", "--scope", ""), "error: scope: is empty"),
+        (("--learned-from", "A-1", "--section", "s" * 65), "error: section: is 65 characters"),
+    ],
+)
+def test_add_refuses_a_bad_field_naming_it(cli, args: tuple[str, ...], message: str) -> None:
+    result = cli("add", "A lesson worth keeping", *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message) and len(result.stderr.splitlines()) == 1
+    assert bullets(cli) == []
+
+
+def test_a_lesson_over_the_limit_is_refused_until_the_limit_is_raised(cli, monkeypatch) -> None:
+    huge = cli("add", "word " * 20_000, "--learned-from", "A-1")  # 100 KB
+    assert huge.exit_code == 2
+    assert huge.stderr == (
+        "error: text: is 99,999 characters long, over the 2,000 allowed "
+        "(PLAYBOOK_MAX_LESSON_CHARS); shorten it or split it in two\n"
+    )
+    assert bullets(cli) == []
+    monkeypatch.setenv("PLAYBOOK_MAX_LESSON_CHARS", "3000")
+    assert cli("add", "y" * 2_500, "--learned-from", "A-1").stdout.strip() == "pb-1"
+    monkeypatch.setenv("PLAYBOOK_MAX_LESSON_CHARS", "0")
+    bad_setting = cli("list")
+    assert bad_setting.exit_code == 2 and "PLAYBOOK_MAX_LESSON_CHARS" in bad_setting.stderr
+
+
+def test_edit_refuses_a_bad_field_and_keeps_the_bullet(cli) -> None:
+    cli("add", "Keep this wording", "--learned-from", "CTMS-7")
+    for args, message in [
+        (("--learned-from", ""), "error: learned_from: is empty"),
+        (("--scope", ""), "error: scope: is empty"),
+        (("--text", "z" * 2_001), "error: text: is 2,001 characters long"),
+    ]:
+        result = cli("edit", "pb-1", *args)
+        assert result.exit_code == 2 and result.stderr.startswith(message), result.output
+    [bullet] = bullets(cli)
+    assert (bullet["text"], bullet["learned_from"], bullet["scope"]) == (
+        "Keep this wording",
+        "CTMS-7",
+        "global",
+    )
+    assert [h["action"] for h in json.loads(cli("history", "pb-1", "--json").stdout)] == ["create"]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine, func, select
 
-from playbook import clock, lifecycle
+from playbook import clock, fields, lifecycle
 from playbook.db import transaction
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
+from playbook.fields import FieldProblem
 from playbook.models import Bullet, Revision
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
@@ -249,3 +251,141 @@ def test_nothing_is_ever_deleted(engine: Engine) -> None:
         lifecycle.deprecate(session, "pb-1", reason="y", actor="x")
         assert session.scalar(select(func.count()).select_from(Bullet)) == 1
         assert session.scalar(select(func.count()).select_from(Revision)) == 4
+
+
+def stored(engine: Engine) -> tuple[int, int, int]:
+    """Bullets, revisions and the playbook version."""
+    with transaction(engine) as session:
+        return (
+            session.scalar(select(func.count()).select_from(Bullet)),
+            session.scalar(select(func.count()).select_from(Revision)),
+            lifecycle.playbook_version(session),
+        )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "why"),
+    [
+        ({"learned_from": ""}, "learned_from", "is empty; name the ticket"),
+        ({"learned_from": "   "}, "learned_from", "is empty; name the ticket"),
+        ({"learned_from": None}, "learned_from", "is missing; name the ticket"),
+        ({"learned_from": "A" * 201}, "learned_from", "over the 200 allowed"),
+        ({"scope": "x" * 201}, "scope", "over the 200 allowed"),
+        ({"status": "deprecated"}, "status", "'deprecated' is not one of proposed, active"),
+        ({"tags": [1, 2]}, "tags", "each tag must be text, not a number (1)"),
+        ({"tags": "t" * 101}, "tags", "over the 100 allowed"),
+        ({"source_url": "https://x/\x00"}, "source_url", "contains a NUL character"),
+    ],
+)
+def test_add_refuses_a_bad_field_by_name_and_writes_nothing(
+    engine: Engine, kwargs: dict, field: str, why: str
+) -> None:
+    before = stored(engine)
+    with pytest.raises(FieldProblem) as caught:
+        add(engine, "A perfectly good lesson", **kwargs)
+    assert caught.value.field == field and why in str(caught.value)
+    assert str(caught.value).startswith(f"{field}: ")
+    assert stored(engine) == before
+
+
+def test_lesson_length_limit_is_the_callers(engine: Engine) -> None:
+    with pytest.raises(FieldProblem, match="text: is 100,000 characters long, over the 2,000"):
+        add(engine, "x" * 100_000)
+    with pytest.raises(FieldProblem, match="over the 50 allowed"):
+        add(engine, "word " * 20, max_chars=50)
+    assert add(engine, "y" * 2_500, max_chars=3_000).created
+    assert stored(engine)[0] == 1
+
+
+def test_edit_checks_the_new_values_and_changes_nothing_when_one_is_bad(engine: Engine) -> None:
+    add(engine, "Keep this wording", learned_from="CTMS-7")
+    for changes, field in [
+        ({"learned_from": ""}, "learned_from"),
+        ({"scope": " "}, "scope"),
+        ({"text": "z" * 2_001}, "text"),
+        ({"text": "fine", "tags": [["nested"]]}, "tags"),
+    ]:
+        with transaction(engine) as session, pytest.raises(FieldProblem) as caught:
+            lifecycle.edit(session, "pb-1", actor="dave", **changes)
+        assert caught.value.field == field
+    with transaction(engine) as session:
+        bullet = lifecycle.get(session, "pb-1")
+        assert (bullet.text, bullet.learned_from, bullet.scope) == (
+            "Keep this wording",
+            "CTMS-7",
+            "global",
+        )
+        assert len(lifecycle.history(session, "pb-1")) == 1
+        # An empty source_url or tags means "clear it", not a mistake (here both were empty).
+        assert (
+            lifecycle.edit(session, "pb-1", actor="dave", tags="", source_url="").changed is False
+        )
+        assert lifecycle.edit(
+            session, "pb-1", actor="dave", text="z" * 2_001, max_chars=3_000
+        ).changed
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"id": 7, "text": "x"}, "id: must be text, not a number (7); quote it"),
+        ({"id": "pb 7", "text": "x"}, "id: 'pb 7' has spaces or commas"),
+        ({"id": "pb-1,pb-2", "text": "x"}, "has spaces or commas"),
+        ({"id": "pb-1", "text": "x", "status": "bogus"}, "status: 'bogus' is not one of"),
+        ({"id": "pb-1", "text": ["x"]}, "text: must be text, not a list"),
+        ({"id": "pb-1", "text": "x", "created_at": "soon"}, "created_at: 'soon' is not a date"),
+        ({"id": "pb-1", "text": "x", "created_at": True}, "created_at: must be a date"),
+        ({"id": "pb-1"}, "text: is missing"),
+        ({"text": "x"}, "id: is missing"),
+    ],
+)
+def test_put_refuses_values_that_do_not_fit(engine: Engine, values: dict, message: str) -> None:
+    before = stored(engine)
+    with transaction(engine) as session, pytest.raises(FieldProblem, match=re.escape(message)):
+        lifecycle.put(session, values, actor="import")
+    assert stored(engine) == before
+
+
+def test_put_many_writes_a_batch_with_one_revision_per_change(engine: Engine) -> None:
+    add(engine, "Existing lesson")  # pb-1
+    batch = [
+        {"id": "pb-1", "text": "Existing lesson, reworded", "learned_from": "A-1"},
+        {"id": "CTMS-L-1", "text": "Imported with its own id", "learned_from": "A-2"},
+        {"text": "Imported without an id", "learned_from": "A-3", "status": "deprecated"},
+        {"id": "pb-007", "text": "Not the same id as pb-7", "learned_from": "A-4"},
+    ]
+    with transaction(engine) as session:
+        held = lifecycle.get(session, "pb-1")  # an object the session already holds
+        done = lifecycle.put_many(session, batch, actor="import", numbers_above=9)
+        assert [(p.id, p.outcome) for p in done] == [
+            ("pb-1", "updated"),
+            ("CTMS-L-1", "created"),
+            ("pb-10", "created"),  # above the pb-9 the rest of the file names
+            ("pb-007", "created"),
+        ]
+        assert held.text == "Existing lesson, reworded"  # not a stale copy
+        assert lifecycle.get(session, "pb-10").status == "deprecated"
+        assert (
+            lifecycle.add(session, "Next one", learned_from="A-5", actor="t").bullet.id == "pb-11"
+        )
+    assert stored(engine)[:2] == (5, 1 + 4 + 1)
+    with transaction(engine) as session:
+        again = lifecycle.put_many(session, batch[:2] + batch[3:], actor="import")
+    assert [p.outcome for p in again] == ["unchanged"] * 3
+    assert stored(engine)[:2] == (5, 6)
+    bad = [*batch[:2], {"id": "pb-3", "text": "x", "learned_from": "A", "status": "gone"}]
+    with transaction(engine) as session, pytest.raises(FieldProblem, match="status"):
+        lifecycle.put_many(session, bad, actor="import")
+    with transaction(engine) as session, pytest.raises(FieldProblem, match="given twice"):
+        lifecycle.put_many(session, [batch[1], batch[1]], actor="import")
+    assert stored(engine)[:2] == (5, 6)
+
+
+def test_shorten_cuts_a_captured_lesson_at_a_word(engine: Engine) -> None:
+    text = "Always pin the Stripe API version " * 100
+    short, cut = fields.shorten(text, 100)
+    assert cut and len(short) <= 100 and short.endswith("…")
+    assert text.startswith(short[:-1]) and not short[:-1].endswith(" ")
+    assert short[:-1].split()[-1] in text.split()  # a whole word, not half of one
+    assert fields.shorten("Short enough", 100) == ("Short enough", False)
+    assert fields.shorten("x" * 300, 100)[0] == "x" * 99 + "…"
