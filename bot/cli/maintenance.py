@@ -60,6 +60,16 @@ def prune(
             )
         if not report.applied:
             note("dry run: add --apply to archive them (`restore ID` undoes it)")
+    if report.kept and not (as_json or markdown):
+        # Idle, but the evidence says they help: a person decides (`archive ID` if so).
+        click.echo(
+            f"kept {len(report.kept)} idle lesson(s) cited in more merged than rejected work:"
+        )
+        for c in report.kept:
+            click.echo(
+                f"  {c.bullet_id:<8} {c.cites_success} merged, {c.cites_failure} rejected: "
+                f"{c.text[:60]}"
+            )
 
 
 @click.command()
