@@ -10,11 +10,13 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from bot import claims
 from bot.claims import Claim, LeaseKeeper
@@ -95,6 +97,7 @@ class Worker:
         *,
         name: str | None = None,
         handlers: Router = router,
+        lanes: int | None = None,
     ) -> None:
         self.services = services
         # A random part: thread ids are reused, and a restarted worker is a new lease holder.
@@ -107,6 +110,14 @@ class Worker:
             base_delay=timedelta(seconds=settings.retry_base_seconds),
         )
         self.keeper = LeaseKeeper(services.engine, self.name, self.lease, clock.now())
+        if lanes is None:
+            # SQLite has one writer at a time: a second lane would only queue on its lock.
+            lanes = DEFAULT_LANES if services.engine.dialect.name == "postgresql" else 1
+        self.lanes = max(lanes, 1)
+        self._pool: ThreadPoolExecutor | None = None
+        # The batch in hand, and its installations that were removed.
+        self._batch: list[Row] = []
+        self._removed: set[int] = set()
 
     def run_once(self) -> int:
         """Claim one batch and process it; returns how many deliveries were claimed."""
@@ -119,15 +130,47 @@ class Worker:
                 max_attempts=self.policy.max_attempts,
             )
             batch = [Row.of(delivery) for delivery in claimed]
+            # Read once per batch, in the claim's transaction, not once per delivery.
+            self._removed = _removed_installations(session, batch)
         if not batch:
             return 0
+        self._batch = batch
+        lanes = _lanes([(row, _parse(row)) for row in batch], self.lanes)
         with self.keeper.holding([row.id for row in batch]):
-            for row in batch:
-                with delivery_context(row.delivery_id):
-                    self._process(row)
+            if len(lanes) == 1:
+                self._run_lane(lanes[0])
+            else:
+                self._run_lanes(lanes)
         return len(batch)
 
-    def _process(self, row: Row) -> None:
+    def _run_lanes(self, lanes: list[list[Work]]) -> None:
+        # The lanes' database round trips and commits overlap, which is where a delivery's
+        # time goes; one lane runs here, the others in the pool.
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.lanes - 1, thread_name_prefix="playbook-lane")
+        futures = [self._pool.submit(self._run_lane, lane) for lane in lanes[1:]]
+        try:
+            self._run_lane(lanes[0])
+        finally:
+            wait(futures)
+        for future in futures:
+            # What escaped _process (SystemExit from a library) ends the worker as it would
+            # without lanes, once every lane has stopped.
+            future.result()
+
+    def _run_lane(self, lane: list[Work]) -> None:
+        for row, parsed in lane:
+            with delivery_context(row.delivery_id):
+                self._process(row, parsed)
+            if isinstance(parsed, Event) and (parsed.source, parsed.name) == (
+                "github",
+                "installation",
+            ):
+                # The batch's later rows may be for the installation this one removed.
+                with db.transaction(self.services.engine) as session:
+                    self._removed = _removed_installations(session, self._batch)
+
+    def _process(self, row: Row, parsed: Event | Exception) -> None:
         # Anything a delivery can raise ends here as an outcome of that row: no delivery,
         # however malformed, may stop the worker.
         if self.keeper.lost(row.id):
@@ -136,7 +179,7 @@ class Worker:
         claim = Claim(row.id, self.name, self.lease, self.services.engine, self.keeper)
         try:
             with claims.handling(claim):
-                status, reason = self._dispatch(row)
+                status, reason = self._dispatch(row, parsed)
         except LeaseLost as lost:
             log.warning("%s: %s; it posts nothing more for it", row.label, lost)
             return
@@ -160,8 +203,9 @@ class Worker:
         else:
             log.info("%s done", row.label)
 
-    def _dispatch(self, row: Row) -> tuple[str, str | None]:
-        event = Event.from_row(row)
+    def _dispatch(self, row: Row, event: Event | Exception) -> tuple[str, str | None]:
+        if isinstance(event, Exception):
+            raise event  # an unreadable payload (a PermanentError) ends dead, with its reason
         if self._removed_installation(event):
             return "ignored", f"installation {event.installation_id} was removed"
         handlers = self.handlers.handlers_for(event)
@@ -182,13 +226,9 @@ class Worker:
 
     def _removed_installation(self, event: Event) -> bool:
         # After installation.deleted the bot has no token there; acting would only fail.
-        if event.source != "github" or event.installation_id is None:
+        if event.source != "github" or event.name == "installation":
             return False
-        if event.name == "installation":
-            return False
-        with db.transaction(self.services.engine) as session:
-            installation = session.get(Installation, event.installation_id)
-        return installation is not None and installation.status == "deleted"
+        return event.installation_id in self._removed
 
     def _failed(self, row: Row, error: Exception) -> None:
         failure = classify(error)
@@ -228,6 +268,7 @@ class Worker:
         # comes back when its lease runs out, so nothing is lost or marked done wrongly.
         try:
             with db.transaction(self.services.engine) as session:
+                inbox.asynchronous_commit(session)
                 return True, write(session)
         except Exception as error:
             log.error(
@@ -257,11 +298,87 @@ class Worker:
             if not busy:
                 poll = self.services.settings.worker_poll_seconds
                 stop.wait(min(poll * 2 ** min(errors, 5), 30) if errors else poll)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         try:
             heartbeats.stop(self.services.engine, self.name)
         except Exception as error:
             log.warning("could not remove the heartbeat: %s", type(error).__name__)
         log.info("worker %s stopped", self.name)
+
+
+# Lanes of one worker on PostgreSQL: deliveries of different tickets run side by side, so
+# their round trips and commit flushes overlap instead of queueing one behind the other.
+DEFAULT_LANES = 4
+
+# A claimed row and its payload, parsed once (or what parsing raised).
+Work = tuple[Row, Event | Exception]
+
+
+def _parse(row: Row) -> Event | Exception:
+    """The row's event, or the error its payload raised (recorded as that row's outcome)."""
+    try:
+        return Event.from_row(row)
+    except Exception as error:
+        return error
+
+
+def _ticket(event: Event | Exception) -> str | None:
+    """The ticket (or installation) a delivery is about, read from its payload, or None."""
+    if not isinstance(event, Event):
+        return None
+    payload = event.payload
+
+    def field(*path: str) -> object:
+        value: object = payload
+        for name in path:
+            value = value.get(name) if isinstance(value, dict) else None
+        return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+    if event.source == "jira":
+        key = field("issue", "key")
+        return f"jira {key}" if key is not None else None
+    if event.name == "installation":
+        installation = field("installation", "id")
+        return f"installation {installation}" if installation is not None else None
+    repo = field("repository", "full_name")
+    number = field("issue", "number") or field("pull_request", "number") or field("number")
+    if repo is None or number is None:
+        return None
+    return f"github {repo}#{number}"
+
+
+def _lanes(work: list[Work], count: int) -> list[list[Work]]:
+    """Split a batch into at most ``count`` lanes, keeping each ticket's deliveries in one lane.
+
+    Two deliveries for one ticket never run at once (the later would wait for the earlier's
+    comment slot, and a lane keeps them in order); rows whose ticket cannot be told share a
+    lane, in order. Tickets are dealt out in turn, so distinct tickets spread evenly.
+    """
+    if count == 1:
+        return [work]
+    lanes: list[list[Work]] = [[] for _ in range(count)]
+    lane_of: dict[str | None, int] = {}
+    for item in work:
+        key = _ticket(item[1])
+        if key not in lane_of:
+            lane_of[key] = len(lane_of) % count
+        lanes[lane_of[key]].append(item)
+    return [lane for lane in lanes if lane]
+
+
+def _removed_installations(session: Session, rows: list[Row]) -> set[int]:
+    """The installations of ``rows`` that were removed (GitHub deliveries only)."""
+    ids = {row.installation_id for row in rows if row.source == "github" and row.installation_id}
+    if not ids:
+        return set()
+    return set(
+        session.scalars(
+            select(Installation.id).where(
+                Installation.id.in_(ids), Installation.status == "deleted"
+            )
+        )
+    )
 
 
 def start_thread(services: Services, stop: threading.Event, **kwargs: Any) -> threading.Thread:

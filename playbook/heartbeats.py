@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from playbook import clock, db
@@ -18,14 +18,11 @@ def beat(engine: Engine, name: str, started_at: datetime) -> None:
     """Record that worker ``name`` is alive now."""
     now = clock.now()
     dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(WorkerHeartbeat).values(name=name, started_at=started_at, beat_at=now)
     with db.transaction(engine) as session:
+        # One upsert, not an insert and an update: a beat is a single statement.
         session.execute(
-            dialect.insert(WorkerHeartbeat)
-            .values(name=name, started_at=started_at, beat_at=now)
-            .on_conflict_do_nothing(index_elements=["name"])
-        )
-        session.execute(
-            update(WorkerHeartbeat).where(WorkerHeartbeat.name == name).values(beat_at=now)
+            insert.on_conflict_do_update(index_elements=["name"], set_={"beat_at": now})
         )
         session.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.beat_at < now - FORGET_AFTER))
 

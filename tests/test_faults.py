@@ -72,7 +72,11 @@ def requests_while_down(client) -> list[Any]:
             content_type="application/json",
         ),
         client.get("/api/v1/bullets/pb-1", headers=auth),
-        client.post("/api/v1/usage", json={"event": "loaded", "lessonIds": ["pb-1"]}, headers=auth),
+        client.post(
+            "/api/v1/usage",
+            json={"event": "loaded", "lessonIds": ["pb-1"], "ticketId": "CTMS-1"},
+            headers=auth,
+        ),
         client.get("/readyz"),
     ]
 

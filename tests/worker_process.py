@@ -1,7 +1,8 @@
 """A worker process for tests: records each delivery it handles in a file, optionally slowly.
 
 Run as `python tests/worker_process.py DATABASE_URL RECORD_FILE [--sleep S] [--lease S]`; it
-exits after the inbox has been empty for --idle seconds.
+exits once the inbox has been empty for --idle seconds after its first delivery (or after two
+minutes without any), so a slow start of a second worker never makes the first one give up.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=300.0)
     parser.add_argument("--idle", type=float, default=2.0)
     parser.add_argument("--batch", type=int, default=5)
+    parser.add_argument("--lanes", type=int, default=None)
     args = parser.parse_args()
 
     handlers = Router()
@@ -47,14 +49,19 @@ def main() -> None:
         _env_file=None,
     )
     engine = db.make_engine(args.database_url)
-    worker = Worker(Services(engine=engine, settings=settings), handlers=handlers)
-    idle_since = time.monotonic()
+    worker = Worker(Services(engine=engine, settings=settings), handlers=handlers, lanes=args.lanes)
+    started = time.monotonic()
+    idle_since: float | None = None
     print("ready", flush=True)
-    while time.monotonic() - idle_since < args.idle:
+    while True:
         if worker.run_once():
             idle_since = time.monotonic()
-        else:
-            time.sleep(0.05)
+            continue
+        if idle_since is None and time.monotonic() - started > 120:
+            break
+        if idle_since is not None and time.monotonic() - idle_since >= args.idle:
+            break
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
