@@ -14,8 +14,13 @@ Reports accepted/s, p50/p99 time to answer, p50/p99 time until the worker finish
 duplicates (a delivery processed or commented on more than once) and lost deliveries (answered
 2xx but not done afterwards). Ends with one JSON line.
 
-`--drain N` measures the worker alone instead: N deliveries are put in the inbox, then one
-`playbook-bot worker` (at normal priority) processes them; it reports deliveries per second.
+`--drain N` measures the worker alone instead: N deliveries (each carrying an installation id,
+as a GitHub App's do) are put in the inbox, then `--workers` worker processes (at normal
+priority; `--workers 1,2,4` runs each count in turn) empty it. Throughput counts from the first
+worker's start (after its imports) to the last outcome; the start-up is reported apart.
+`--baseline REF` runs the same measurements, alternating, with the project as it was at the
+git revision REF (its code seeds its own schema and runs its own worker), so a change is
+compared with what it replaces in one run on one machine; `--rounds` repeats the alternation.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import create_engine, func, select, text
@@ -46,11 +52,12 @@ from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 # This file's own folder comes first on sys.path and its name would shadow the `webhooks`
-# package; the project root takes its place.
-sys.path[0] = str(ROOT)
+# package; the project root takes its place (or, for `--baseline`, another revision's tree).
+CODE = Path(os.environ.get("BENCH_CODE") or ROOT)
+sys.path[0] = str(CODE)
 
 from playbook import db, lifecycle  # noqa: E402
-from playbook.models import Delivery, SideEffect  # noqa: E402
+from playbook.models import Delivery, SideEffect, WorkerHeartbeat  # noqa: E402
 
 SECRET = "bench-secret"
 FIXTURE = ROOT / "tests" / "fixtures" / "github" / "issues.opened.json"
@@ -231,10 +238,14 @@ def postgres_schema(server_url: str) -> Iterator[str]:
         engine.dispose()
 
 
-def start(commands: list[list[str]], url: str, workdir: Path) -> list[subprocess.Popen]:
-    """Start the server processes with the bench's settings."""
+def start(
+    commands: list[list[str]], url: str, workdir: Path, code: Path = ROOT
+) -> list[subprocess.Popen]:
+    """Start the server processes with the bench's settings, running the project at ``code``."""
     env = {
         **os.environ,
+        # `python -m bot` finds the packages of ``code`` before any installed copy.
+        "PYTHONPATH": str(code),
         "PLAYBOOK_DATABASE_URL": url,
         "GITHUB_WEBHOOK_SECRET": SECRET,
         "PLAYBOOK_SCHEDULER": "0",
@@ -245,7 +256,7 @@ def start(commands: list[list[str]], url: str, workdir: Path) -> list[subprocess
         subprocess.Popen(
             command,
             env=env,
-            cwd=ROOT,
+            cwd=code,
             stdout=subprocess.DEVNULL,
             stderr=(workdir / f"process-{n}.log").open("w"),
         )
@@ -348,12 +359,16 @@ def run(
     return report
 
 
-def drain(name: str, url: str, count: int) -> dict:
-    """Fill the inbox with ``count`` deliveries, then time one worker emptying it."""
+INSTALLATION = 4242
+
+
+def fill(url: str, count: int) -> None:
+    """Create the schema, seed lessons, and put ``count`` App deliveries in the inbox."""
     from playbook import inbox
 
     seed(url)
     payload = json.loads(FIXTURE.read_text())
+    payload["installation"] = {"id": INSTALLATION}
     engine = db.make_engine(url)
     with db.transaction(engine) as session:
         for number in range(1, count + 1):
@@ -365,30 +380,110 @@ def drain(name: str, url: str, count: int) -> dict:
                 action="opened",
                 delivery_id=str(uuid.uuid4()),
                 payload=json.dumps(payload),
+                installation_id=INSTALLATION,
             )
+    engine.dispose()
+
+
+def checkout(revision: str) -> Path:
+    """The project's tree at ``revision``, exported into a temporary folder."""
+    folder = Path(tempfile.mkdtemp(prefix="pbbench-code-"))
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=False
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"--baseline: git cannot export {revision!r}: {archive.stderr.decode()}")
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
+def drain(name: str, url: str, count: int, workers: int, code: Path) -> dict:
+    """Fill the inbox with ``count`` deliveries, then time ``workers`` workers emptying it."""
+    env = {**os.environ, "BENCH_CODE": str(code), "PLAYBOOK_DATABASE_URL": url}
+    # The code under test builds its own schema and rows, so any revision can be measured.
+    subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--fill", str(count)], env=env, check=True
+    )
     workdir = Path(tempfile.mkdtemp(prefix="pbbench-"))
+    command = [sys.executable, "-m", "bot", "worker"]
     began = time.time()
-    [worker] = start([[str(BIN / "playbook-bot"), "worker"]], url, workdir)
+    processes = start([command] * workers, url, workdir, code)
+    engine = db.make_engine(url)
     finished = (Delivery.status.in_(("done", "ignored", "dead")),)
     try:
         while True:
             with engine.connect() as connection:
                 if connection.scalar(select(func.count()).where(*finished)) >= count:
                     break
-            if worker.poll() is not None:
-                raise SystemExit(f"worker exited with {worker.returncode}")
+            for process in processes:
+                if process.poll() is not None:
+                    raise SystemExit(f"worker exited with {process.returncode}")
             time.sleep(0.1)
+        ended = time.time()
+        with engine.connect() as connection:
+            # Each worker's start is recorded after its imports, when it begins to claim.
+            first_start = connection.scalar(select(func.min(WorkerHeartbeat.started_at)))
+            last_outcome = connection.scalar(select(func.max(Delivery.processed_at)))
+            statuses = {
+                status: n
+                for status, n in connection.execute(
+                    select(Delivery.status, func.count()).group_by(Delivery.status)
+                )
+            }
     finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=30)
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(timeout=30)
         engine.dispose()
-    seconds = time.time() - began
+        shutil.rmtree(workdir, ignore_errors=True)
+    working = (last_outcome or datetime.fromtimestamp(ended, UTC)) - first_start
+    seconds = working.total_seconds()
     return {
         "target": name,
+        "workers": workers,
         "deliveries": count,
+        "statuses": statuses,
+        "startup_s": round(first_start.timestamp() - began, 1),
         "seconds": round(seconds, 1),
         "per_s": round(count / seconds, 1),
     }
+
+
+def drains(args: argparse.Namespace) -> None:
+    """The --drain mode: every code revision and worker count, alternating, round by round."""
+    codes = [("now", ROOT)]
+    if args.baseline:
+        codes.insert(0, (f"baseline {args.baseline}", checkout(args.baseline)))
+    counts = [int(n) for n in args.workers.split(",")]
+    databases = []
+    if args.target in ("serve", "both"):
+        databases.append("sqlite")
+    if args.target in ("gunicorn", "both"):
+        databases.append("postgres")
+    results = []
+    for round_ in range(1, args.rounds + 1):
+        for database in databases:
+            for workers in counts:
+                for label, code in codes:
+                    name = f"{label}, {database}"
+                    if database == "sqlite":
+                        folder = Path(tempfile.mkdtemp(prefix="pbbench-sqlite-"))
+                        url = f"sqlite:///{folder / 'playbook.db'}"
+                        result = drain(name, url, args.drain, workers, code)
+                        shutil.rmtree(folder, ignore_errors=True)
+                    else:
+                        with postgres_schema(args.postgres) as url:
+                            result = drain(name, url, args.drain, workers, code)
+                    result["round"] = round_
+                    results.append(result)
+                    print(
+                        f"round {round_}: {name}, {workers} worker(s): {result['deliveries']} "
+                        f"deliveries in {result['seconds']} s after a {result['startup_s']} s "
+                        f"start, {result['per_s']} deliveries/s {result['statuses']}",
+                        flush=True,
+                    )
+    print(json.dumps({"drain": args.drain, "cpus": os.cpu_count(), "results": results}))
 
 
 def main() -> None:
@@ -406,22 +501,17 @@ def main() -> None:
     parser.add_argument("--gunicorn", default="-w 3 -k sync", help="gunicorn's worker options")
     parser.add_argument("--worker-nice", type=int, default=19, help="0 to run it unniced")
     parser.add_argument("--no-worker", action="store_true", help="receiver only (diagnostic)")
-    parser.add_argument("--drain", type=int, default=0, help="time one worker on N deliveries")
+    parser.add_argument("--drain", type=int, default=0, help="time workers on N deliveries")
+    parser.add_argument("--workers", default="1", help="worker counts for --drain, e.g. 1,2,4")
+    parser.add_argument("--baseline", help="git revision to measure beside this tree (--drain)")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat --drain's alternation")
+    parser.add_argument("--fill", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fill:  # the seeding step of --drain, run by the code under test
+        fill(os.environ["PLAYBOOK_DATABASE_URL"], args.fill)
+        return
     if args.drain:
-        drains = []
-        if args.target in ("serve", "both"):
-            folder = Path(tempfile.mkdtemp(prefix="pbbench-sqlite-"))
-            drains.append(drain("worker+sqlite", f"sqlite:///{folder / 'playbook.db'}", args.drain))
-        if args.target in ("gunicorn", "both"):
-            with postgres_schema(args.postgres) as url:
-                drains.append(drain("worker+postgres", url, args.drain))
-        for r in drains:
-            print(
-                f"{r['target']:>16}: {r['deliveries']} deliveries in {r['seconds']} s, "
-                f"{r['per_s']} deliveries/s"
-            )
-        print(json.dumps({"drain": args.drain, "results": drains}))
+        drains(args)
         return
     reports = []
     if args.target in ("serve", "both"):
