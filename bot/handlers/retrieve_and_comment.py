@@ -26,7 +26,10 @@ def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> 
     settings = services.settings
     with db.transaction(services.engine) as session:
         existing = comments.find(session, ref.target, ref.key, comments.LESSONS)
-        result = services.retriever.search(session, ticket, k=settings.lessons_per_ticket)
+        # The process-wide index, shared with the near-duplicate check of lessons added here.
+        result = retrieval.Retriever.shared(session).search(
+            session, ticket, k=settings.lessons_per_ticket
+        )
     ever_posted = existing is not None and (existing.external_id or existing.state == "posting")
     if not result.hits and not ever_posted:
         with db.transaction(services.engine) as session:
