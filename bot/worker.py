@@ -324,7 +324,7 @@ def _parse(row: Row) -> Event | Exception:
 
 
 def _ticket(event: Event | Exception) -> str | None:
-    """The ticket (or installation) a delivery is about, read from its payload, or None."""
+    """The ticket a delivery is about, read from its payload, or None when it cannot be told."""
     if not isinstance(event, Event):
         return None
     payload = event.payload
@@ -338,9 +338,6 @@ def _ticket(event: Event | Exception) -> str | None:
     if event.source == "jira":
         key = field("issue", "key")
         return f"jira {key}" if key is not None else None
-    if event.name == "installation":
-        installation = field("installation", "id")
-        return f"installation {installation}" if installation is not None else None
     repo = field("repository", "full_name")
     number = field("issue", "number") or field("pull_request", "number") or field("number")
     if repo is None or number is None:
@@ -353,9 +350,13 @@ def _lanes(work: list[Work], count: int) -> list[list[Work]]:
 
     Two deliveries for one ticket never run at once (the later would wait for the earlier's
     comment slot, and a lane keeps them in order); rows whose ticket cannot be told share a
-    lane, in order. Tickets are dealt out in turn, so distinct tickets spread evenly.
+    lane, in order. Tickets are dealt out in turn, so distinct tickets spread evenly. A batch
+    with an installation event runs in one lane: the rows after it must see its outcome.
     """
-    if count == 1:
+    if count == 1 or any(
+        isinstance(event, Event) and (event.source, event.name) == ("github", "installation")
+        for _, event in work
+    ):
         return [work]
     lanes: list[list[Work]] = [[] for _ in range(count)]
     lane_of: dict[str | None, int] = {}
