@@ -94,7 +94,8 @@ class Bullet(Base):
     cites_success: Mapped[int] = mapped_column(Integer, default=0)
     cites_failure: Mapped[int] = mapped_column(Integer, default=0)
     last_loaded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_cited_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Indexed: feedback ranking asks for the few cited lessons among many that never were.
+    last_cited_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
     # The playbook version of this bullet's last change: a process holding an index at
     # version v refreshes exactly the bullets with version > v.
     version: Mapped[int] = mapped_column(BigInteger, default=0, index=True)
@@ -324,7 +325,7 @@ class IndexSnapshot(Base):
     __tablename__ = "index_snapshots"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    version: Mapped[int] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(BigInteger)
     tokenizer: Mapped[int] = mapped_column(Integer)
     documents: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
