@@ -24,7 +24,8 @@ row below runs on the same lessons and the same token lists, side by side in one
 6. cold start: wall time of a fresh `playbook-bot search ...` process on the bench database, and
    of `playbook-bot --help` (beside `python -c pass`, the interpreter's own start).
 
-The bench playbooks are filled with bulk inserts (one version, no revisions), not `add`.
+The bench playbooks are filled with bulk inserts (a version per lesson, as if added one by one;
+no revisions), not `add`.
 Slow rows stop early (each says how many samples it took). Ends with one JSON line.
 """
 
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from rank_bm25 import BM25Okapi
-from sqlalchemy import Engine, insert, text
+from sqlalchemy import Engine, insert, text, update
 from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ from datasets import lesson_text, tags, ticket  # noqa: E402
 
 from playbook import clock, db, lifecycle  # noqa: E402
 from playbook.index import BM25Index  # noqa: E402
-from playbook.models import Bullet  # noqa: E402
+from playbook.models import Bullet, PlaybookMeta  # noqa: E402
 from playbook.retrieval import Retriever  # noqa: E402
 from playbook.text import Ticket, bullet_tokens, query_tokens  # noqa: E402
 
@@ -250,11 +251,17 @@ def postgres_playbook(server_url: str) -> Iterator[tuple[Engine, str]]:
 
 
 def fill(engine: Engine, made: list[tuple[str, list]], rng: random.Random) -> float:
-    """Insert the lessons as active bullets of one scope in bulk; returns the seconds taken."""
+    """Insert the lessons as active bullets of one scope in bulk; returns the seconds taken.
+
+    Each lesson is stamped with a version of its own and the playbook's version is left at the
+    last, as if they had been added one by one over time: a playbook whose lessons all carry
+    its current version would make every process re-read them (a saved index covers only
+    versions before the current one, which a writer may still be stamping).
+    """
     started = time.perf_counter()
     now = clock.now()
     with db.transaction(engine) as session:
-        version = lifecycle.bump_version(session)
+        first = lifecycle.bump_version(session)
     for start in range(0, len(made), 5000):
         rows = []
         for n, (body, labels) in enumerate(made[start : start + 5000], start + 1):
@@ -277,11 +284,17 @@ def fill(engine: Engine, made: list[tuple[str, list]], rng: random.Random) -> fl
                     "cites": 0,
                     "cites_success": 0,
                     "cites_failure": 0,
-                    "version": version,
+                    "version": first + n - 1,
                 }
             )
         with db.transaction(engine) as session:
             session.execute(insert(Bullet), rows)
+    with db.transaction(engine) as session:
+        session.execute(
+            update(PlaybookMeta)
+            .where(PlaybookMeta.key == "version")
+            .values(value=first + len(made) - 1)
+        )
     return time.perf_counter() - started
 
 
