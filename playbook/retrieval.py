@@ -143,8 +143,12 @@ class Retriever:
                 retriever = _SHARED[engine] = cls()
             return retriever
 
-    def sync(self, session: Session) -> int:
-        """Bring the index up to the database's playbook version; returns that version."""
+    def sync(self, session: Session, *, save: bool = True) -> int:
+        """Bring the index up to the database's playbook version; returns that version.
+
+        With ``save``, a snapshot is saved when enough has changed since the last one; the
+        near-duplicate check of a writer passes False (see `candidates`).
+        """
         version = playbook_version(session)
         with self._lock:
             if self._rollbacks != _rollbacks:
@@ -163,7 +167,8 @@ class Retriever:
                 self._load(session)  # the database went back: restored, or emptied
             self._version = version
             if (
-                self._snapshots
+                save
+                and self._snapshots
                 and self._since_snapshot >= SNAPSHOT_EVERY
                 and len(self._index) >= SNAPSHOT_MIN_LESSONS
             ):
@@ -220,9 +225,6 @@ class Retriever:
         transaction rolls back, so does the snapshot of its uncommitted lessons.
         """
         data = self._index.to_bytes()
-        # Labelled one version back: a writer that bumped the version to ``version`` may
-        # still stamp a lesson with it after this sync, and a cold start must read that one.
-        version -= 1
         try:
             with session.begin_nested():
                 session.execute(
@@ -249,7 +251,9 @@ class Retriever:
 
     def candidates(self, session: Session, text: str, scope: str, k: int = 8) -> list[str]:
         """Live lessons in ``scope`` (active or proposed) most like ``text``: a shortlist."""
-        version = self.sync(session)
+        # A writer asks after bumping the version and before stamping its lesson with it: a
+        # snapshot labelled with this version would miss that lesson, so none is saved here.
+        version = self.sync(session, save=False)
         with self._lock:
             matches = self._index.search(bullet_tokens(text), k=k, scopes={scope, PROPOSED + scope})
             # A writer asks after bumping the version and before stamping its lesson with it:
