@@ -387,8 +387,11 @@ def start_thread(services: Services, stop: threading.Event, **kwargs: Any) -> th
 
     The worker loop catches every Exception, but a handler can still end its thread (a
     stray SystemExit, say); `serve` then starts a new worker instead of silently stopping
-    processing, and `/readyz` reports no fresh heartbeat until it has.
+    processing, and `/readyz` reports no fresh heartbeat until it has. It runs one lane
+    unless told otherwise: it shares the process (and Python's lock) with the web threads,
+    whose answers have a deadline.
     """
+    kwargs.setdefault("lanes", 1)
 
     def supervise() -> None:
         while not stop.is_set():
