@@ -21,6 +21,8 @@ worker's start (after its imports) to the last outcome; the start-up is reported
 `--baseline REF` runs the same measurements, alternating, with the project as it was at the
 git revision REF (its code seeds its own schema and runs its own worker), so a change is
 compared with what it replaces in one run on one machine; `--rounds` repeats the alternation.
+`--revision REF` measures a revision instead of the working tree (which may hold edits in
+progress). Either may also name a folder holding a copy of the project.
 """
 
 from __future__ import annotations
@@ -386,13 +388,15 @@ def fill(url: str, count: int) -> None:
 
 
 def checkout(revision: str) -> Path:
-    """The project's tree at ``revision``, exported into a temporary folder."""
+    """The project at ``revision``: a folder holding it as it is, or a git revision exported."""
+    if Path(revision, "bot", "worker.py").is_file():
+        return Path(revision).resolve()
     folder = Path(tempfile.mkdtemp(prefix="pbbench-code-"))
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=False
     )
     if archive.returncode != 0:
-        raise SystemExit(f"--baseline: git cannot export {revision!r}: {archive.stderr.decode()}")
+        raise SystemExit(f"git cannot export {revision!r}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
     return folder
 
@@ -424,12 +428,11 @@ def drain(name: str, url: str, count: int, workers: int, code: Path) -> dict:
             # Each worker's start is recorded after its imports, when it begins to claim.
             first_start = connection.scalar(select(func.min(WorkerHeartbeat.started_at)))
             last_outcome = connection.scalar(select(func.max(Delivery.processed_at)))
-            statuses = {
-                status: n
-                for status, n in connection.execute(
+            statuses = dict(
+                connection.execute(
                     select(Delivery.status, func.count()).group_by(Delivery.status)
-                )
-            }
+                ).all()
+            )
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -452,7 +455,7 @@ def drain(name: str, url: str, count: int, workers: int, code: Path) -> dict:
 
 def drains(args: argparse.Namespace) -> None:
     """The --drain mode: every code revision and worker count, alternating, round by round."""
-    codes = [("now", ROOT)]
+    codes = [(f"now {args.revision}", checkout(args.revision)) if args.revision else ("now", ROOT)]
     if args.baseline:
         codes.insert(0, (f"baseline {args.baseline}", checkout(args.baseline)))
     counts = [int(n) for n in args.workers.split(",")]
@@ -504,6 +507,7 @@ def main() -> None:
     parser.add_argument("--drain", type=int, default=0, help="time workers on N deliveries")
     parser.add_argument("--workers", default="1", help="worker counts for --drain, e.g. 1,2,4")
     parser.add_argument("--baseline", help="git revision to measure beside this tree (--drain)")
+    parser.add_argument("--revision", help="measure this git revision, not the working tree")
     parser.add_argument("--rounds", type=int, default=1, help="repeat --drain's alternation")
     parser.add_argument("--fill", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
