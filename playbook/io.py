@@ -665,8 +665,51 @@ def _unspool(spool: IO[bytes]) -> Iterator[dict[str, Any]]:
             return
 
 
+class _BatchTexts:
+    """The live texts of the batch being written, to find near-duplicates among them.
+
+    Stored bullets are compared by `lifecycle.find_near_duplicate`; entries of this batch are
+    not stored yet, so they are compared here, by the same overlap rule. A text sharing at
+    least DUPLICATE_OVERLAP of the larger word set misses at most the rest of ``text``'s
+    words, so it holds one of any that many-plus-one of them: looking up only ``text``'s
+    rarest words finds every candidate (a prefix filter), without comparing all pairs.
+    """
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.postings: dict[tuple[str, str], list[int]] = {}
+
+    def add(self, scope: str, text: str) -> None:
+        position = len(self.texts)
+        self.texts.append(text)
+        for word in lifecycle.overlap_words(text):
+            self.postings.setdefault((scope, word), []).append(position)
+
+    def near(self, scope: str, text: str) -> bool:
+        words = lifecycle.overlap_words(text)
+        if not words or not self.texts:
+            return False
+        # One more than the words a near-duplicate may miss, and one more for float rounding.
+        probe = int(len(words) * (1 - lifecycle.DUPLICATE_OVERLAP)) + 2
+        rarest = sorted(words, key=lambda word: len(self.postings.get((scope, word), ())))
+        candidates = {i for word in rarest[:probe] for i in self.postings.get((scope, word), ())}
+        return any(
+            lifecycle.word_overlap(text, self.texts[i]) >= lifecycle.DUPLICATE_OVERLAP
+            for i in candidates
+        )
+
+    def clear(self) -> None:
+        self.texts.clear()
+        self.postings.clear()
+
+
 class _BulletWriter:
-    """The writing pass: entries with ids go in batches, the others one by one after checks."""
+    """The writing pass: entries are gathered into a batch, checked, and written together.
+
+    An entry with an id is written as given. One without is a lesson a team kept without
+    ids: it is skipped when its scope already has the same text, or (while it would be
+    live) a near-duplicate, stored or earlier in the batch, as `add` would skip it.
+    """
 
     def __init__(
         self, session: Session, report: ImportReport, *, actor: str, reason: str, plan: _Plan
@@ -677,45 +720,45 @@ class _BulletWriter:
         self.reason = reason
         self.plan = plan
         self.pending: list[dict[str, Any]] = []
+        self.batch = _BatchTexts()
         self.known_texts: set[bytes] | None = None
 
-    def add(self, values: dict[str, Any], max_chars: int) -> None:
-        if "id" in values:
-            self.pending.append(values)
-            return
-        self.flush(max_chars)
-        scope = values.get("scope", "global")
-        key = _text_key(scope, values["text"])
-        texts = self._texts()
-        if key in texts:
-            self.report.unchanged += 1
-            return
-        # Like `add`: a new live lesson that says what a live one in its scope says is not
-        # added twice. A deprecated or archived entry is a record of the past, kept as is.
-        if values.get("status", "active") in _LIVE and lifecycle.find_near_duplicate(
-            self.session, values["text"], scope
-        ):
-            self.report.near_duplicates += 1
-            return
-        self._count(self._put([values], max_chars))
+    def add(self, values: dict[str, Any]) -> None:
+        scope, text = values.get("scope", "global"), values["text"]
+        live = values.get("status", "active") in _LIVE
+        if "id" not in values:
+            known = self._texts()
+            key = _text_key(scope, text)
+            if key in known:
+                self.report.unchanged += 1
+                return
+            # A deprecated or archived entry is a record of the past, kept as it is.
+            if live and (
+                self.batch.near(scope, text)
+                or lifecycle.find_near_duplicate(self.session, text, scope)
+            ):
+                self.report.near_duplicates += 1
+                return
+            known.add(key)
+        elif self.known_texts is not None:
+            self.known_texts.add(_text_key(scope, text))
+        if live:
+            self.batch.add(scope, text)
+        self.pending.append(values)
 
     def flush(self, max_chars: int) -> None:
-        if self.pending:
-            changes = self._put(self.pending, max_chars)
-            self.pending = []
-            self._count(changes)
-
-    def _put(self, batch: list[dict[str, Any]], max_chars: int) -> list[lifecycle.Put]:
-        return lifecycle.put_many(
+        if not self.pending:
+            return
+        done = lifecycle.put_many(
             self.session,
-            batch,
+            self.pending,
             actor=self.actor,
             reason=self.reason,
             max_chars=max_chars,
             numbers_above=self.plan.highest_number,
         )
-
-    def _count(self, done: list[lifecycle.Put]) -> None:
+        self.pending = []
+        self.batch.clear()
         for put in done:
             if put.outcome == "created":
                 self.report.created += 1
@@ -723,9 +766,6 @@ class _BulletWriter:
                 self.report.updated += 1
             else:
                 self.report.unchanged += 1
-            if self.known_texts is not None:
-                scope = put.values.get("scope", "global")
-                self.known_texts.add(_text_key(scope, put.values["text"]))
 
     def _texts(self) -> set[bytes]:
         # Loaded once, at the first entry without an id: "is this text already there?" is
@@ -735,6 +775,9 @@ class _BulletWriter:
                 select(Bullet.scope, Bullet.text).execution_options(yield_per=_EXPORT_CHUNK)
             )
             self.known_texts = {_text_key(scope, text) for scope, text in rows}
+            self.known_texts.update(
+                _text_key(v.get("scope", "global"), v["text"]) for v in self.pending
+            )
         return self.known_texts
 
 
@@ -767,7 +810,7 @@ def import_bullets(
         )
         done = 0
         for values in _unspool(spool):
-            writer.add(values, max_chars)
+            writer.add(values)
             done += 1
             if done % batch_size == 0:
                 writer.flush(max_chars)

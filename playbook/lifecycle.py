@@ -119,6 +119,11 @@ def word_overlap(a: str, b: str) -> float:
     return len(words_a & words_b) / max(len(words_a), len(words_b))
 
 
+def overlap_words(text: str) -> set[str]:
+    """The words `word_overlap` compares (lower-cased runs of letters and digits)."""
+    return set(_WORD.findall(text.lower()))
+
+
 def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet, float] | None:
     """The live (active or proposed) bullet in ``scope`` whose text overlaps ``text`` most.
 
@@ -462,6 +467,11 @@ def put_many(
         session.execute(update(Bullet), changed)
     if revisions:
         session.execute(insert(Revision.__table__), revisions)
+    if created or changed:
+        # Past the batch's version: the near-duplicate shortlist re-reads the lessons of the
+        # current version on every call (an `add` in flight stamps its lesson with it), which
+        # would be this whole batch, again and again, for the rest of an import.
+        bump_version(session)
     _expire(session, {put.id for put in done if put.outcome != "unchanged"})
     return done
 

@@ -450,6 +450,35 @@ def test_entries_without_ids_are_matched_by_text_and_near_duplicates_skipped(
     assert (again.created, again.updated) == (0, 0)
 
 
+def test_near_duplicates_within_a_file_are_found_in_and_across_batches(
+    engine: Engine, tmp_path: Path
+) -> None:
+    path = tmp_path / "team.jsonl"
+    texts = [
+        "Retry payment webhooks with an idempotency key",
+        "retry the payment webhooks with an idempotency key",  # same batch as the first
+        "Purge the CDN cache before deploying static assets",
+        "Never hold a database row lock across an HTTP call",
+        "purge the CDN cache before deploying the static assets",  # a later batch
+        "Retry payment webhooks with an idempotency key",  # the same text, in another scope
+    ]
+    scopes = ["global"] * 5 + ["PAY"]
+    path.write_text(
+        "".join(
+            json.dumps({"text": t, "learned_from": "A-1", "scope": s}) + "\n"
+            for t, s in zip(texts, scopes, strict=True)
+        )
+    )
+    report = import_path(engine, path, batch_size=2)
+    assert (report.created, report.near_duplicates) == (4, 2)
+    with transaction(engine) as session:
+        kept = {(b.scope, b.text) for b in session.scalars(select(Bullet))}
+    assert kept == {(s, t) for t, s in zip(texts, scopes, strict=True)} - {
+        ("global", texts[1]),
+        ("global", texts[4]),
+    }
+
+
 def test_usage_log_with_a_bad_line_records_nothing(engine: Engine, tmp_path: Path) -> None:
     with transaction(engine) as session:
         lifecycle.add(session, "A lesson", learned_from="A-1", actor="t")
