@@ -135,7 +135,7 @@ class Worker:
         if not batch:
             return 0
         self._batch = batch
-        lanes = _lanes([(row, _parse(row)) for row in batch], self.lanes)
+        lanes = _lanes([Work.of(row) for row in batch], self.lanes)
         with self.keeper.holding([row.id for row in batch]):
             if len(lanes) == 1:
                 self._run_lane(lanes[0])
@@ -159,13 +159,11 @@ class Worker:
             future.result()
 
     def _run_lane(self, lane: list[Work]) -> None:
-        for row, parsed in lane:
-            with delivery_context(row.delivery_id):
-                self._process(row, parsed)
-            if isinstance(parsed, Event) and (parsed.source, parsed.name) == (
-                "github",
-                "installation",
-            ):
+        for work in lane:
+            with delivery_context(work.row.delivery_id):
+                event = work.event if work.event is not None else _parse(work.row)
+                self._process(work.row, event)
+            if work.installation:
                 # The batch's later rows may be for the installation this one removed.
                 with db.transaction(self.services.engine) as session:
                     self._removed = _removed_installations(session, self._batch)
@@ -311,8 +309,30 @@ class Worker:
 # their round trips and commit flushes overlap instead of queueing one behind the other.
 DEFAULT_LANES = 4
 
-# A claimed row and its payload, parsed once (or what parsing raised).
-Work = tuple[Row, Event | Exception]
+# Payloads up to this size stay parsed from lane assignment to their turn; larger ones are
+# parsed again then, so a batch of big bodies never sits in memory parsed all at once.
+KEEP_PARSED = 1 << 20
+
+
+@dataclass(frozen=True)
+class Work:
+    """A claimed row, the ticket it is about, and its parsed payload (or what parsing raised)."""
+
+    row: Row
+    ticket: str | None
+    installation: bool  # a GitHub installation event: the rows after it must see its outcome
+    event: Event | Exception | None  # None: parse again when its turn comes
+
+    @classmethod
+    def of(cls, row: Row) -> Work:
+        """Parse a row's payload once to tell its ticket."""
+        parsed = _parse(row)
+        installation = isinstance(parsed, Event) and (parsed.source, parsed.name) == (
+            "github",
+            "installation",
+        )
+        kept = parsed if len(row.payload) <= KEEP_PARSED else None
+        return cls(row, _ticket(parsed), installation, kept)
 
 
 def _parse(row: Row) -> Event | Exception:
@@ -353,18 +373,14 @@ def _lanes(work: list[Work], count: int) -> list[list[Work]]:
     lane, in order. Tickets are dealt out in turn, so distinct tickets spread evenly. A batch
     with an installation event runs in one lane: the rows after it must see its outcome.
     """
-    if count == 1 or any(
-        isinstance(event, Event) and (event.source, event.name) == ("github", "installation")
-        for _, event in work
-    ):
+    if count == 1 or any(item.installation for item in work):
         return [work]
     lanes: list[list[Work]] = [[] for _ in range(count)]
     lane_of: dict[str | None, int] = {}
     for item in work:
-        key = _ticket(item[1])
-        if key not in lane_of:
-            lane_of[key] = len(lane_of) % count
-        lanes[lane_of[key]].append(item)
+        if item.ticket not in lane_of:
+            lane_of[item.ticket] = len(lane_of) % count
+        lanes[lane_of[item.ticket]].append(item)
     return [lane for lane in lanes if lane]
 
 

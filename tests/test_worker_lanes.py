@@ -193,3 +193,22 @@ def test_an_outcome_written_without_waiting_leaves_later_commits_durable(
         with transaction(engine) as session:
             assert session.scalar(text("SHOW synchronous_commit")) == "on"
     assert outcomes(engine)[row_id] == ("done", None)
+
+
+def test_a_delivery_with_a_large_payload_is_handled_like_any_other(
+    engine: Engine, settings: Settings
+) -> None:
+    seen: dict[int, int] = {}
+    router = Router()
+
+    @router.register("github", "issues")
+    def handle(event: Event, _services) -> None:
+        seen[event.payload["issue"]["number"]] = len(event.payload.get("padding", ""))
+
+    # Large payloads are parsed again in their turn rather than kept parsed with the batch.
+    large = json.loads(issue_payload(1))
+    large["padding"] = "x" * (2 << 20)
+    ids = [put(engine, json.dumps(large)), put(engine, issue_payload(2))]
+    assert worker(engine, settings, router, lanes=2).run_once() == 2
+    assert seen == {1: 2 << 20, 2: 0}
+    assert [outcomes(engine)[row_id][0] for row_id in ids] == ["done", "done"]
