@@ -133,15 +133,21 @@ def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet
     """
     from playbook.retrieval import Retriever  # retrieval builds on this module
 
-    live = select(Bullet.id, Bullet.text).where(
-        Bullet.scope == scope, Bullet.status.in_(("active", "proposed"))
-    )
+    live = select(Bullet.id, Bullet.text, Bullet.scope, Bullet.status)
     if bullet_tokens(text):
+        # By primary key alone: given the scope too, SQLite plans on the scope index and reads
+        # every lesson of the scope.
         shortlist = Retriever.shared(session).candidates(session, text, scope, k=10)
         live = live.where(Bullet.id.in_(shortlist))
-    # else: only stop words and symbols, which the index does not hold; such texts are rare
-    # and short, and the whole scope is compared as before.
-    rows = session.execute(live)
+    else:
+        # Only stop words and symbols, which the index does not hold: such texts are rare and
+        # short, and the whole scope is compared as before.
+        live = live.where(Bullet.scope == scope)
+    rows = [
+        (bullet_id, other)
+        for bullet_id, other, other_scope, status in session.execute(live)
+        if other_scope == scope and status in ("active", "proposed")
+    ]
     best: tuple[str, float] | None = None
     for bullet_id, other in sorted(rows):
         overlap = word_overlap(text, other)

@@ -357,19 +357,30 @@ class Retriever:
 
     def _moved(self, session: Session, scopes: set[str]) -> set[str]:
         """Active lessons cited since their last change, or rated up: the index underrates them."""
-        return set(
-            session.scalars(
-                select(Bullet.id).where(
-                    Bullet.status == "active",
-                    Bullet.scope.in_(scopes),
-                    Bullet.last_cited_at.is_not(None),
-                    or_(
-                        Bullet.cites_success > Bullet.cites_failure,
-                        Bullet.last_cited_at > Bullet.updated_at,
-                    ),
-                )
-            )
+        # Only the cited-lessons condition goes to the database, so it is answered from the
+        # `last_cited_at` index (few lessons are ever cited); given the status or scope too,
+        # SQLite plans on their indexes and reads every active lesson of the scope.
+        rows = session.execute(
+            select(
+                Bullet.id,
+                Bullet.status,
+                Bullet.scope,
+                Bullet.cites_success,
+                Bullet.cites_failure,
+                Bullet.last_cited_at,
+                Bullet.updated_at,
+            ).where(Bullet.last_cited_at.is_not(None))
         )
+        return {
+            row.id
+            for row in rows
+            if row.status == "active"
+            and row.scope in scopes
+            and (
+                row.cites_success > row.cites_failure
+                or (row.updated_at is None or row.last_cited_at > row.updated_at)
+            )
+        }
 
     def _score(
         self, session: Session, matches: list[tuple[str, float]], rank_by: str, now: datetime
