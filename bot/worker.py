@@ -9,6 +9,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -135,22 +136,33 @@ class Worker:
         if not batch:
             return 0
         self._batch = batch
-        lanes = _lanes([Work.of(row) for row in batch], self.lanes)
+        groups = _by_ticket([Work.of(row) for row in batch], self.lanes)
         with self.keeper.holding([row.id for row in batch]):
-            if len(lanes) == 1:
-                self._run_lane(lanes[0])
+            if len(groups) == 1:
+                self._run_group(groups[0])
             else:
-                self._run_lanes(lanes)
+                self._run_lanes(groups)
         return len(batch)
 
-    def _run_lanes(self, lanes: list[list[Work]]) -> None:
+    def _run_lanes(self, groups: list[list[Work]]) -> None:
         # The lanes' database round trips and commits overlap, which is where a delivery's
-        # time goes; one lane runs here, the others in the pool.
+        # time goes. Each lane takes the next ticket's deliveries when it is free, so one
+        # slow delivery holds up only its own ticket; one lane runs here, the others in the pool.
+        pending = deque(groups)
+
+        def lane() -> None:
+            while True:
+                try:
+                    group = pending.popleft()
+                except IndexError:
+                    return
+                self._run_group(group)
+
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.lanes - 1, thread_name_prefix="playbook-lane")
-        futures = [self._pool.submit(self._run_lane, lane) for lane in lanes[1:]]
+        futures = [self._pool.submit(lane) for _ in range(min(self.lanes, len(groups)) - 1)]
         try:
-            self._run_lane(lanes[0])
+            lane()
         finally:
             wait(futures)
         for future in futures:
@@ -158,8 +170,8 @@ class Worker:
             # without lanes, once every lane has stopped.
             future.result()
 
-    def _run_lane(self, lane: list[Work]) -> None:
-        for work in lane:
+    def _run_group(self, group: list[Work]) -> None:
+        for work in group:
             with delivery_context(work.row.delivery_id):
                 event = work.event if work.event is not None else _parse(work.row)
                 self._process(work.row, event)
@@ -365,23 +377,20 @@ def _ticket(event: Event | Exception) -> str | None:
     return f"github {repo}#{number}"
 
 
-def _lanes(work: list[Work], count: int) -> list[list[Work]]:
-    """Split a batch into at most ``count`` lanes, keeping each ticket's deliveries in one lane.
+def _by_ticket(work: list[Work], lanes: int) -> list[list[Work]]:
+    """The batch's deliveries grouped by ticket, in order; lanes run groups side by side.
 
     Two deliveries for one ticket never run at once (the later would wait for the earlier's
-    comment slot, and a lane keeps them in order); rows whose ticket cannot be told share a
-    lane, in order. Tickets are dealt out in turn, so distinct tickets spread evenly. A batch
-    with an installation event runs in one lane: the rows after it must see its outcome.
+    comment slot, and a group keeps them in order); rows whose ticket cannot be told form one
+    group, in order. With one lane, or an installation event in the batch (the rows after it
+    must see its outcome), the whole batch is one group.
     """
-    if count == 1 or any(item.installation for item in work):
+    if lanes == 1 or any(item.installation for item in work):
         return [work]
-    lanes: list[list[Work]] = [[] for _ in range(count)]
-    lane_of: dict[str | None, int] = {}
+    groups: dict[str | None, list[Work]] = {}
     for item in work:
-        if item.ticket not in lane_of:
-            lane_of[item.ticket] = len(lane_of) % count
-        lanes[lane_of[item.ticket]].append(item)
-    return [lane for lane in lanes if lane]
+        groups.setdefault(item.ticket, []).append(item)
+    return list(groups.values())
 
 
 def _removed_installations(session: Session, rows: list[Row]) -> set[int]:

@@ -212,3 +212,25 @@ def test_a_delivery_with_a_large_payload_is_handled_like_any_other(
     assert worker(engine, settings, router, lanes=2).run_once() == 2
     assert seen == {1: 2 << 20, 2: 0}
     assert [outcomes(engine)[row_id][0] for row_id in ids] == ["done", "done"]
+
+
+def test_a_slow_delivery_holds_up_only_its_own_ticket(engine: Engine, settings: Settings) -> None:
+    others_done = threading.Event()
+    handled: list[int] = []
+    router = Router()
+
+    @router.register("github", "issues")
+    def handle(event: Event, _services) -> None:
+        number = event.payload["issue"]["number"]
+        if number == 1:
+            # A slow GitHub, say: it only returns once every other ticket has been handled,
+            # which happens only if the free lane takes them all meanwhile.
+            assert others_done.wait(timeout=30)
+        handled.append(number)
+        if len(handled) == 4:
+            others_done.set()
+
+    ids = [put(engine, issue_payload(number)) for number in range(1, 6)]
+    assert worker(engine, settings, router, lanes=2).run_once() == 5
+    assert handled[-1] == 1 and sorted(handled) == [1, 2, 3, 4, 5]
+    assert {outcomes(engine)[row_id][0] for row_id in ids} == {"done"}
