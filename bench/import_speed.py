@@ -8,8 +8,8 @@ tickets, a few deprecated) into files in a temporary folder, then runs each meas
 fresh process on a fresh playbook (a SQLite file, or with --database-url a PostgreSQL schema of
 its own, dropped afterwards), so each peak RSS is that run's alone:
 
-1. baseline, the database's floor: the same bullets and their revisions inserted with bulk
-   `INSERT`s (no checks, no dedup), the fastest any import could write them;
+1. baseline, the database's floor: the JSONL file parsed and its bullets and revisions inserted
+   with bulk `INSERT`s (no checks, no dedup), the fastest any import could write them;
 2. baseline, one `lifecycle.add` per lesson (what a script calling `add` in a loop, or the old
    import, pays per entry) for the first --adds lessons;
 3. `playbook-bot import`'s code path (`io.import_file`) of a JSONL export (ids and every field),
@@ -186,16 +186,17 @@ def child_import(url: str, path: Path, times: int) -> dict[str, Any]:
     return {"runs": runs, "stored": stored, "peak_rss_mb": peak_rss_mb()}
 
 
-def child_floor(url: str, count: int) -> dict[str, Any]:
-    """Bulk INSERTs of the same bullets and one revision each: the database's own speed."""
+def child_floor(url: str, path: Path) -> dict[str, Any]:
+    """The JSONL file parsed and bulk-inserted with one revision each: the database's own speed."""
     engine = db.make_engine(url)
     started = time.perf_counter()
     batch: list[dict[str, Any]] = []
-    for record in lessons(count):
-        batch.append(record)
-        if len(batch) == 1000:
-            _insert(engine, batch)
-            batch = []
+    with path.open() as lines:
+        for line in lines:
+            batch.append(json.loads(line))
+            if len(batch) == 1000:
+                _insert(engine, batch)
+                batch = []
     _insert(engine, batch)
     return {"seconds": round(time.perf_counter() - started, 2), "peak_rss_mb": peak_rss_mb()}
 
@@ -241,11 +242,13 @@ def _insert(engine: Any, records: list[dict[str, Any]]) -> None:
         session.execute(insert(Revision), revisions)
 
 
-def child_adds(url: str, count: int) -> dict[str, Any]:
-    """One `lifecycle.add` per lesson, each in its own transaction, as a script would call it."""
+def child_adds(url: str, path: Path, count: int) -> dict[str, Any]:
+    """One `lifecycle.add` per lesson of the file's first ``count``, each its own transaction."""
     engine = db.make_engine(url)
+    with path.open() as lines:
+        records = [json.loads(line) for line, _ in zip(lines, range(count), strict=False)]
     started = time.perf_counter()
-    for record in lessons(count):
+    for record in records:
         with db.transaction(engine) as session:
             lifecycle.add(
                 session,
@@ -328,9 +331,9 @@ def main() -> None:
         if kind == "import":
             result = child_import(rest[0], Path(rest[1]), int(rest[2]))
         elif kind == "floor":
-            result = child_floor(rest[0], int(rest[1]))
+            result = child_floor(rest[0], Path(rest[1]))
         elif kind == "adds":
-            result = child_adds(rest[0], int(rest[1]))
+            result = child_adds(rest[0], Path(rest[1]), int(rest[2]))
         else:
             result = child_export(rest[0], Path(rest[1]), rest[2])
         print(json.dumps(result))
@@ -364,10 +367,10 @@ def main() -> None:
             out.write(json.dumps({"text": "no ticket named"}) + "\n")
         log(f"measuring on {database} ...")
         with playbook(args.database_url) as url:
-            result = run_child("floor", url, str(n))
+            result = run_child("floor", url, str(files["jsonl"]))
             row("baseline: bulk INSERT, no checks", n, result, result["seconds"])
         with playbook(args.database_url) as url:
-            result = run_child("adds", url, str(args.adds))
+            result = run_child("adds", url, str(files["jsonl"]), str(args.adds))
             row("baseline: one lifecycle.add per lesson", args.adds, result, result["seconds"])
         with playbook(args.database_url) as url:
             result = run_child("import", url, str(small_files["jsonl"]), "1")
