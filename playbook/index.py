@@ -343,8 +343,10 @@ class BM25Index:
 
     def scores_of(self, query: Iterable[str], doc_ids: Iterable[str]) -> dict[str, float]:
         """The scores of some documents for ``query`` (documents it does not touch are left out)."""
-        total, _ = self._accumulate(query)
         slots = {doc_id: self._slot[doc_id] for doc_id in doc_ids if doc_id in self._slot}
+        if not slots:  # the usual case in a search: no cited lesson is left to score
+            return {}
+        total, _ = self._accumulate(query)
         return {doc_id: float(total[slot]) for doc_id, slot in slots.items() if total[slot] > 0}
 
     def _accumulate(self, query: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:

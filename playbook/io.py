@@ -32,6 +32,7 @@ from playbook import clock, fields, lifecycle, usage
 from playbook.errors import InvalidInput, PlaybookError
 from playbook.fields import FieldProblem
 from playbook.models import Bullet, UsageEvent
+from playbook.retrieval import Retriever
 
 Format = Literal["yaml", "jsonl", "csv"]
 # The order teams' YAML files use, then this project's fields.
@@ -818,6 +819,10 @@ def import_bullets(
                 if progress is not None:
                     progress(done, plan.entries)
     writer.flush(max_chars)
+    _commit(session)
+    # Saved now, the index is loaded by the next process to search or add, instead of every
+    # imported lesson being tokenized again there.
+    Retriever.shared(session).checkpoint(session)
     _commit(session)
     if progress is not None:
         progress(done, plan.entries)

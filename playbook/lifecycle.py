@@ -15,7 +15,7 @@ from playbook import clock, fields
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.fields import FieldProblem
 from playbook.models import STATUSES, Bullet, PlaybookMeta, Revision
-from playbook.text import bullet_tokens
+from playbook.text import bullet_tokens, plain_words
 from playbook.usage import COUNTER_FIELDS
 
 # The fields a revision records; counters are derived from usage events, not revised.
@@ -47,7 +47,6 @@ LEARNED_FROM_MISSING = "is missing; name the ticket the lesson was learned from,
 _LEARNED_FROM_EMPTY = "is empty; name the ticket the lesson was learned from, e.g. CTMS-4337"
 DUPLICATE_OVERLAP = 0.8
 _ID_NUMBER = re.compile(r"pb-(\d+)")
-_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -113,15 +112,15 @@ def normalize_tags(tags: Iterable[str] | str | None) -> list[str]:
 
 def word_overlap(a: str, b: str) -> float:
     """Share of words two texts have in common, relative to the larger word set."""
-    words_a, words_b = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    words_a, words_b = overlap_words(a), overlap_words(b)
     if not words_a or not words_b:
         return 0.0
     return len(words_a & words_b) / max(len(words_a), len(words_b))
 
 
 def overlap_words(text: str) -> set[str]:
-    """The words `word_overlap` compares (lower-cased runs of letters and digits)."""
-    return set(_WORD.findall(text.lower()))
+    """The words `word_overlap` compares: `text.plain_words`, in any language."""
+    return set(plain_words(text))
 
 
 def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet, float] | None:

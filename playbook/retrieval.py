@@ -9,7 +9,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 from sqlalchemy import Engine, delete, event, exc, or_, select
@@ -62,9 +62,10 @@ class SearchResult:
 PROPOSED = "proposed\x00"
 LIVE = ("active", "proposed")
 # Below this many lessons, tokenizing every lesson is about as quick as loading a snapshot.
-SNAPSHOT_MIN_LESSONS = 2_000
+SNAPSHOT_MIN_LESSONS = 1_000
 # A new snapshot is saved when a sync has read more changed lessons than this since the last
-# one: a cold start then reads at most about this many rows besides the snapshot.
+# one: a cold start then reads at most about this many rows besides the snapshot. A process
+# that found no snapshot saves one as soon as it has read SNAPSHOT_MIN_LESSONS.
 SNAPSHOT_EVERY = 5_000
 # Rows tokenized per bulk fill when building from scratch: bounds the token lists held at once.
 BUILD_BATCH = 20_000
@@ -130,6 +131,7 @@ class Retriever:
         self._rollbacks = _rollbacks
         self._snapshots = snapshots
         self._since_snapshot = 0  # changed lessons read since the snapshot in use
+        self._based = False  # whether the index started from, or was saved as, a snapshot
         self.loaded_from: int | None = None  # the version of the snapshot it started from
 
     @classmethod
@@ -143,11 +145,12 @@ class Retriever:
                 retriever = _SHARED[engine] = cls()
             return retriever
 
-    def sync(self, session: Session, *, save: bool = True) -> int:
+    def sync(self, session: Session, *, save: bool = True, writing: bool = False) -> int:
         """Bring the index up to the database's playbook version; returns that version.
 
-        With ``save``, a snapshot is saved when enough has changed since the last one; the
-        near-duplicate check of a writer passes False (see `candidates`).
+        With ``save``, a snapshot is saved when enough has changed since the last one.
+        ``writing`` says the session has bumped the version and may not have stamped its
+        lessons with it yet (see `candidates`).
         """
         version = playbook_version(session)
         with self._lock:
@@ -166,14 +169,24 @@ class Retriever:
             else:
                 self._load(session)  # the database went back: restored, or emptied
             self._version = version
-            if (
-                save
-                and self._snapshots
-                and self._since_snapshot >= SNAPSHOT_EVERY
-                and len(self._index) >= SNAPSHOT_MIN_LESSONS
-            ):
-                self._save(session, version)
+            due = SNAPSHOT_EVERY if self._based else SNAPSHOT_MIN_LESSONS
+            if save and self._since_snapshot >= due:
+                # A writer's own lessons of this version may be unstamped yet: labelled one
+                # version lower, the snapshot makes a loader read that version's lessons again
+                # (re-reading a lesson the snapshot holds just replaces it).
+                self._save(session, version - 1 if writing else version)
         return version
+
+    def checkpoint(self, session: Session) -> None:
+        """Sync, then save a snapshot of the index if it read any lesson since the last one.
+
+        For the end of a bulk write such as an import: the next process to start then loads
+        the snapshot instead of tokenizing every lesson again.
+        """
+        self.sync(session, save=False)
+        with self._lock:
+            if self._since_snapshot and self._version is not None:
+                self._save(session, self._version)
 
     def _load(self, session: Session) -> None:
         """A fresh index: the newest usable snapshot, then the lessons changed since."""
@@ -183,6 +196,7 @@ class Retriever:
             if loaded is not None:
                 self._index, since = loaded
         self.loaded_from = since
+        self._based = since is not None
         self._since_snapshot = 0
         self._apply(session, since)
 
@@ -224,6 +238,8 @@ class Retriever:
         In the caller's transaction because the index holds what this session sees: if the
         transaction rolls back, so does the snapshot of its uncommitted lessons.
         """
+        if not self._snapshots or len(self._index) < SNAPSHOT_MIN_LESSONS:
+            return
         data = self._index.to_bytes()
         try:
             with session.begin_nested():
@@ -247,13 +263,11 @@ class Retriever:
         except exc.DBAPIError as error:  # a cache: a search goes on without it
             log.warning("could not save the search index snapshot (%s)", type(error).__name__)
             return
-        self._since_snapshot = 0
+        self._since_snapshot, self._based = 0, True
 
     def candidates(self, session: Session, text: str, scope: str, k: int = 8) -> list[str]:
         """Live lessons in ``scope`` (active or proposed) most like ``text``: a shortlist."""
-        # A writer asks after bumping the version and before stamping its lesson with it: a
-        # snapshot labelled with this version would miss that lesson, so none is saved here.
-        version = self.sync(session, save=False)
+        version = self.sync(session, writing=True)
         with self._lock:
             matches = self._index.search(bullet_tokens(text), k=k, scopes={scope, PROPOSED + scope})
             # A writer asks after bumping the version and before stamping its lesson with it:
@@ -357,9 +371,10 @@ class Retriever:
 
     def _moved(self, session: Session, scopes: set[str]) -> set[str]:
         """Active lessons cited since their last change, or rated up: the index underrates them."""
-        # Only the cited-lessons condition goes to the database, so it is answered from the
-        # `last_cited_at` index (few lessons are ever cited); given the status or scope too,
-        # SQLite plans on their indexes and reads every active lesson of the scope.
+        # Only the cited-lessons condition goes to the database, as a range so both databases
+        # answer it from the `last_cited_at` index (few lessons are ever cited; SQLite scans
+        # the table for IS NOT NULL); given the status or scope too, SQLite plans on their
+        # indexes and reads every active lesson of the scope.
         rows = session.execute(
             select(
                 Bullet.id,
@@ -369,7 +384,7 @@ class Retriever:
                 Bullet.cites_failure,
                 Bullet.last_cited_at,
                 Bullet.updated_at,
-            ).where(Bullet.last_cited_at.is_not(None))
+            ).where(Bullet.last_cited_at > _EPOCH)
         )
         return {
             row.id
@@ -545,6 +560,7 @@ def _load_key(query_id: str, bullet_id: str) -> str:
     return hashlib.sha256(f"load:{query_id}:{bullet_id}".encode()).hexdigest()
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SHARED: weakref.WeakKeyDictionary[Engine, Retriever] = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
 

@@ -142,3 +142,37 @@ def test_a_ticket_mixing_english_and_chinese_finds_the_mixed_lesson_first(
     found = search(engine, "redis 连接 超时")
     assert found[0] == playbook[REDIS]
     assert playbook[CASES["chinese"].lesson] in found  # it shares the Chinese words too
+
+
+# The same lesson again, as a second agent would write it: one particle or letter changed,
+# or written with other accents or width.
+AGAIN = {
+    "chinese": "数据库连接池耗尽时请求会超时，应调大连接池并设置获取连接的超时时间。",
+    "japanese": "データベースへの接続がタイムアウトした場合は、接続プールの上限を確認する",
+    "russian": "Соединение с базой данных обрывается по таймауту: увеличьте размер пула соединений!",
+    "french": "Elevation de privileges : verifier les droits d'acces a chaque requete",
+}
+
+
+@pytest.mark.parametrize("language", list(AGAIN))
+def test_the_same_lesson_in_any_language_is_a_near_duplicate_at_add(
+    engine: Engine, playbook: dict[str, str], language: str
+) -> None:
+    with transaction(engine) as session:
+        again = lifecycle.add(session, AGAIN[language], learned_from="T-3", actor="t")
+    assert not again.created
+    assert again.bullet.id == playbook[CASES[language].lesson]
+
+
+def test_another_lesson_in_the_same_script_is_not_a_near_duplicate(
+    engine: Engine, playbook: dict[str, str]
+) -> None:
+    # Shares the script and a few pairs (连接, 超时) with the pool lesson, not its meaning.
+    other = "消息队列连接超时后应自动重连并记录告警"
+    with transaction(engine) as session:
+        assert lifecycle.add(session, other, learned_from="T-3", actor="t").created
+
+
+def test_accents_and_case_do_not_make_a_lesson_new() -> None:
+    assert lifecycle.word_overlap("Vérifier le café", "verifier le CAFE") == 1.0
+    assert lifecycle.word_overlap("Retry webhooks", "Do not retry webhooks") < 0.8
