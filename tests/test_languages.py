@@ -149,7 +149,9 @@ def test_a_ticket_mixing_english_and_chinese_finds_the_mixed_lesson_first(
 AGAIN = {
     "chinese": "数据库连接池耗尽时请求会超时，应调大连接池并设置获取连接的超时时间。",
     "japanese": "データベースへの接続がタイムアウトした場合は、接続プールの上限を確認する",
-    "russian": "Соединение с базой данных обрывается по таймауту: увеличьте размер пула соединений!",
+    "russian": (
+        "Соединение с базой данных обрывается по таймауту: увеличьте размер пула соединений!"
+    ),
     "french": "Elevation de privileges : verifier les droits d'acces a chaque requete",
 }
 
