@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine, delete, event, exc, or_, select
@@ -206,12 +207,15 @@ class Retriever:
             Bullet.id, Bullet.text, Bullet.tags, Bullet.scope, Bullet.status, Bullet.updated_at
         )
         if since is not None:
-            query = query.where(Bullet.version > since)
+            # A few rows as a rule: read at once (streaming costs PostgreSQL a server-side
+            # cursor, whose set-up is most of a small read's time).
+            rows = session.execute(query.where(Bullet.version > since))
         else:
-            query = query.where(Bullet.status.in_(LIVE))
-        rows = session.execute(query.execution_options(yield_per=BUILD_BATCH))
+            rows = session.execute(
+                query.where(Bullet.status.in_(LIVE)).execution_options(yield_per=BUILD_BATCH)
+            )
         read = 0
-        for batch in rows.partitions():
+        for batch in rows.partitions(BUILD_BATCH):
             read += len(batch)
             live = [
                 (bullet_id, bullet_tokens(text, tags), _key(scope, status), _stamp(updated_at))
@@ -345,7 +349,7 @@ class Retriever:
         if rank_by != "feedback":
             with self._lock:
                 matches = self._index.search(tokens, k=wanted, scopes=scopes)
-            return _hits(session, self._score(session, matches, rank_by, now), k, max_chars)
+            return _hits(self._score(session, matches, rank_by, now), k, max_chars)
         weigh = _freshness_at(now)
         moved: set[str] | None = None
         while True:
@@ -353,7 +357,7 @@ class Retriever:
                 ranked = self._index.ranked(tokens, wanted, scopes, weigh=weigh)
             matches = [(bullet_id, bm25) for bullet_id, bm25, _ in ranked]
             if len(ranked) < wanted:  # every match is here
-                return _hits(session, self._score(session, matches, rank_by, now), k, max_chars)
+                return _hits(self._score(session, matches, rank_by, now), k, max_chars)
             # The index orders by BM25 times freshness since each lesson's last change, which
             # is a lesson's whole score unless a cite has refreshed it since or its ratings
             # raise it. Score those lessons wherever they rank; then no unfetched lesson can
@@ -366,7 +370,7 @@ class Retriever:
             scored = self._score(session, matches + sorted(extra.items()), rank_by, now)
             weakest = ranked[-1][2]
             if len(scored) >= k and 0 <= weakest <= scored[k - 1].score:
-                return _hits(session, scored, k, max_chars)
+                return _hits(scored, k, max_chars)
             wanted *= 4
 
     def _moved(self, session: Session, scopes: set[str]) -> set[str]:
@@ -402,21 +406,12 @@ class Retriever:
     ) -> list[_Scored]:
         if not matches:
             return []
-        # Only the columns that rank: a search may weigh hundreds of candidates, and whole
-        # rows (text, tags) are loaded for the few that are shown.
+        # The columns that rank and those a hit shows, in one query: a search weighs a few
+        # dozen candidates, whose texts are at most a few kilobytes each.
         rows = {
             row.id: row
             for row in session.execute(
-                select(
-                    Bullet.id,
-                    Bullet.status,
-                    Bullet.cites,
-                    Bullet.cites_success,
-                    Bullet.cites_failure,
-                    Bullet.updated_at,
-                    Bullet.last_cited_at,
-                    Bullet.last_loaded_at,
-                ).where(Bullet.id.in_([bullet_id for bullet_id, _ in matches]))
+                select(*_RANKED).where(Bullet.id.in_([bullet_id for bullet_id, _ in matches]))
             )
         }
         best = max(score for _, score in matches) or 1.0
@@ -445,9 +440,28 @@ class Retriever:
             else:  # hybrid
                 score = ranking.HYBRID_ALPHA * bm25 / best + (1 - ranking.HYBRID_ALPHA) * confidence
                 order = (score,)
-            scored.append(_Scored(bullet_id, score, bm25, multiplier, confidence, fresh, order))
+            scored.append(
+                _Scored(bullet_id, score, bm25, multiplier, confidence, fresh, order, row)
+            )
         scored.sort(key=lambda item: (tuple(-x for x in item.order), item.bullet_id))
         return scored
+
+
+# What ranking reads of a candidate, and what a hit shows.
+_RANKED = (
+    Bullet.id,
+    Bullet.text,
+    Bullet.learned_from,
+    Bullet.scope,
+    Bullet.tags,
+    Bullet.status,
+    Bullet.cites,
+    Bullet.cites_success,
+    Bullet.cites_failure,
+    Bullet.updated_at,
+    Bullet.last_cited_at,
+    Bullet.last_loaded_at,
+)
 
 
 @dataclass(frozen=True)
@@ -461,6 +475,7 @@ class _Scored:
     confidence: float
     freshness: float
     order: tuple[float, ...]
+    row: Any  # the bullet's columns in _RANKED
 
 
 def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -471,25 +486,15 @@ def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarra
     )
 
 
-def _hits(session: Session, scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
+def _hits(scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
     """The first ``k`` candidates whose texts fit in ``max_chars`` together, as ranked hits."""
-    # Without a budget only the first k are shown; with one, a shorter lower-ranked lesson
-    # may take the place of a long one, so every candidate's text is needed.
-    shown = scored if max_chars is not None else scored[:k]
-    bullets = {
-        bullet.id: bullet
-        for bullet in session.scalars(
-            select(Bullet).where(Bullet.id.in_([item.bullet_id for item in shown]))
-        )
-    }
     hits: list[Hit] = []
     used = 0
-    for item in shown:
-        bullet = bullets.get(item.bullet_id)
+    for item in scored:
+        bullet = item.row
         if len(hits) == k:
             break
-        if bullet is None:
-            continue
+        # With a budget, a shorter lower-ranked lesson may take the place of a long one.
         if max_chars is not None and used + len(bullet.text) > max_chars:
             continue
         used += len(bullet.text)
