@@ -12,7 +12,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -29,7 +29,6 @@ from bot.logs import add_secrets, delivery_context, redact
 from bot.outcomes import Deferred, Ignored, LeaseLost, PermanentError, classify, describe
 from playbook import clock, db, heartbeats, inbox
 from playbook.models import Delivery, Installation
-from playbook.retrieval import Retriever
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,12 +38,11 @@ __all__ = ["PermanentError", "Services", "Worker", "start_thread"]
 
 @dataclass
 class Services:
-    """What handlers may use: the database, settings, side effects and the retriever."""
+    """What handlers may use: the database, settings and side effects."""
 
     engine: Engine
     settings: Settings
     effects: Effects | None = None
-    retriever: Retriever = field(default_factory=Retriever)
 
     def __post_init__(self) -> None:
         add_secrets(self.settings.secret_values())

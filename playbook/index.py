@@ -350,17 +350,30 @@ class BM25Index:
         return {doc_id: float(total[slot]) for doc_id, slot in slots.items() if total[slot] > 0}
 
     def _accumulate(self, query: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
-        total = np.zeros(len(self._ids), dtype=np.float64)
+        """Every slot's score for ``query``, and the slots it touches."""
+        total = self._totals(query)
+        # Every idf and term weight is above zero, so the touched documents are those above it.
+        return total, np.flatnonzero(total)
+
+    def _totals(self, query: Iterable[str]) -> np.ndarray:
+        """Every slot's score for ``query`` (zero for the slots it does not touch)."""
         n = len(self._slot)
+        slots: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
         for term, repeats in Counter(query).items():
             term_id = self._vocab.get(term)
             if term_id is None:
                 continue
-            slots, weights = self._weighted(term_id)
-            if len(slots):
-                total[slots] += (_idf(n, len(slots)) * repeats) * weights
-        # Every idf and term weight is above zero, so the touched documents are those above it.
-        return total, np.flatnonzero(total)
+            term_slots, term_weights = self._weighted(term_id)
+            if len(term_slots):
+                slots.append(term_slots)
+                weights.append((_idf(n, len(term_slots)) * repeats) * term_weights)
+        if not slots:
+            return np.zeros(len(self._ids), dtype=np.float64)
+        # One pass summing every posting at once: quicker than adding them term by term.
+        return np.bincount(
+            np.concatenate(slots), weights=np.concatenate(weights), minlength=len(self._ids)
+        )
 
     def search(
         self, query: Sequence[str], k: int = 10, scopes: Iterable[str] | None = None
@@ -378,16 +391,36 @@ class BM25Index:
         """The top ``k`` documents as (id, score, key), by key, best first (ties by id).
 
         Without ``weigh`` the key is the score; with it, ``weigh(scores, stamps)`` gives the
-        keys of the matching documents.
+        keys of the matching documents, which must be no higher than their scores.
         """
-        total, touched = self._accumulate(query)
-        if scopes is not None and len(touched):
+        total = self._totals(query)
+        top = float(total.max(initial=0.0))
+        if top <= 0 or k < 1:
+            return []
+        codes = None
+        if scopes is not None:
             codes = [self._scopes[s] for s in scopes if s in self._scopes]
-            touched = touched[np.isin(self._scope[touched], codes)]
+            if not codes:
+                return []
+            if len(codes) == len(self._scopes):
+                codes = None  # every scope the index holds is wanted: nothing to filter
+        # Most documents share some word with a long ticket, and only the best k matter. A
+        # key is at most its score, so once k wanted documents have keys of at least a
+        # threshold, no document scoring below it can be among the best: only those scoring
+        # above it are weighed and sorted. The threshold starts at half the best score and
+        # falls until that holds (at zero, every touched document is a candidate).
+        threshold = top / 2
+        while True:
+            touched = np.flatnonzero(total >= threshold) if threshold else np.flatnonzero(total)
+            if codes is not None:
+                touched = touched[np.isin(self._scope[touched], codes)]
+            scores = total[touched]
+            keys = scores if weigh is None else weigh(scores, self._stamp[touched])
+            if not threshold or np.count_nonzero(keys >= threshold) >= k:
+                break
+            threshold = threshold / 4 if threshold > top / 1000 else 0.0
         if not len(touched):
             return []
-        scores = total[touched]
-        keys = scores if weigh is None else weigh(scores, self._stamp[touched])
         if len(touched) > k:
             # Keep every document tied with the k-th so the id tie-break is exact.
             kth = np.partition(keys, len(touched) - k)[len(touched) - k]

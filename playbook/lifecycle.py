@@ -173,7 +173,11 @@ def bump_version(session: Session) -> int:
 
 def playbook_version(session: Session) -> int:
     """The current playbook version (0 for a new playbook)."""
-    return session.scalar(select(PlaybookMeta.value).where(PlaybookMeta.key == "version")) or 0
+    return session.scalar(_VERSION) or 0
+
+
+# Built once: every search asks, and building the statement costs more than running it.
+_VERSION = select(PlaybookMeta.value).where(PlaybookMeta.key == "version")
 
 
 def check_tags(value: object) -> list[str]:

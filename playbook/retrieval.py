@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, delete, event, exc, or_, select
+from sqlalchemy import Engine, bindparam, delete, event, exc, or_, select
 from sqlalchemy.orm import Session, SessionTransaction
 
 from playbook import clock, ranking, usage
@@ -375,21 +375,7 @@ class Retriever:
 
     def _moved(self, session: Session, scopes: set[str]) -> set[str]:
         """Active lessons cited since their last change, or rated up: the index underrates them."""
-        # Only the cited-lessons condition goes to the database, as a range so both databases
-        # answer it from the `last_cited_at` index (few lessons are ever cited; SQLite scans
-        # the table for IS NOT NULL); given the status or scope too, SQLite plans on their
-        # indexes and reads every active lesson of the scope.
-        rows = session.execute(
-            select(
-                Bullet.id,
-                Bullet.status,
-                Bullet.scope,
-                Bullet.cites_success,
-                Bullet.cites_failure,
-                Bullet.last_cited_at,
-                Bullet.updated_at,
-            ).where(Bullet.last_cited_at > _EPOCH)
-        )
+        rows = session.connection().execute(_CITED)
         return {
             row.id
             for row in rows
@@ -406,12 +392,15 @@ class Retriever:
     ) -> list[_Scored]:
         if not matches:
             return []
+        # Here and in `_moved`, statements built once and run on the session's connection:
+        # building a statement and the ORM's own execution cost more than these small
+        # queries, and `sync` has flushed the session.
         # The columns that rank and those a hit shows, in one query: a search weighs a few
         # dozen candidates, whose texts are at most a few kilobytes each.
         rows = {
             row.id: row
-            for row in session.execute(
-                select(*_RANKED).where(Bullet.id.in_([bullet_id for bullet_id, _ in matches]))
+            for row in session.connection().execute(
+                _CANDIDATES, {"ids": [bullet_id for bullet_id, _ in matches]}
             )
         }
         best = max(score for _, score in matches) or 1.0
@@ -462,6 +451,23 @@ _RANKED = (
     Bullet.last_cited_at,
     Bullet.last_loaded_at,
 )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Lessons ever cited, asked as a range so that both databases answer from the `last_cited_at`
+# index (few lessons are ever cited; SQLite scans the table for IS NOT NULL). Given the status
+# or scope too, SQLite would plan on their indexes and read every active lesson of the scope,
+# so those are checked in Python.
+_CITED = select(
+    Bullet.id,
+    Bullet.status,
+    Bullet.scope,
+    Bullet.cites_success,
+    Bullet.cites_failure,
+    Bullet.last_cited_at,
+    Bullet.updated_at,
+).where(Bullet.last_cited_at > _EPOCH)
+_CANDIDATES = select(*_RANKED).where(Bullet.id.in_(bindparam("ids", expanding=True)))
 
 
 @dataclass(frozen=True)
@@ -565,7 +571,6 @@ def _load_key(query_id: str, bullet_id: str) -> str:
     return hashlib.sha256(f"load:{query_id}:{bullet_id}".encode()).hexdigest()
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SHARED: weakref.WeakKeyDictionary[Engine, Retriever] = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
 

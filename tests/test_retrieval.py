@@ -160,6 +160,52 @@ def test_every_lesson_sharing_a_term_ranks_above_every_lesson_sharing_none(
     assert all(score > 0 for score in found.values())
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=6),
+            st.sampled_from(["A", "B", "global"]),
+            st.floats(0, 1000),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.lists(st.sampled_from("abcdefghxyz"), min_size=1, max_size=5),
+    st.integers(1, 12),
+    st.sets(st.sampled_from(["A", "B", "global", "other"]), min_size=1),
+    st.booleans(),
+)
+def test_the_top_k_are_those_every_key_computed_would_give(
+    docs: list[tuple[list[str], str, float]],
+    query: list[str],
+    k: int,
+    scopes: set[str],
+    weighed: bool,
+) -> None:
+    # `ranked` weighs only the documents that can still make the top k; computing every
+    # touched document's key and sorting must give the same list, ties included.
+    index = BM25Index()
+    for i, (tokens, scope, stamp) in enumerate(docs):
+        index.add(f"d{i:02}", tokens, scope=scope, stamp=stamp)
+
+    def weigh(scores: np.ndarray, stamps: np.ndarray) -> np.ndarray:  # keys at most the scores
+        return scores * (0.05 + 0.95 * stamps / 1000)
+
+    scores = index.scores(query)
+    keys = {
+        f"d{i:02}": float(weigh(np.array([scores[f"d{i:02}"]]), np.array([stamp]))[0])
+        if weighed
+        else scores[f"d{i:02}"]
+        for i, (_, scope, stamp) in enumerate(docs)
+        if f"d{i:02}" in scores and scope in scopes
+    }
+    expected = sorted(keys, key=lambda doc: (-keys[doc], doc))[:k]
+    ranked = index.ranked(query, k=k, scopes=scopes, weigh=weigh if weighed else None)
+    assert [doc for doc, _, _ in ranked] == expected
+    assert [key for _, _, key in ranked] == pytest.approx([keys[doc] for doc in expected])
+
+
 def test_index_from_bytes_refuses_what_is_not_an_index() -> None:
     with pytest.raises(ValueError, match="index bytes"):
         BM25Index.from_bytes(b"not an index")

@@ -310,9 +310,3 @@ def revert(ctx: Context, bullet_id: str, revision: int, reason: str | None) -> N
     with ctx.transaction() as session:
         change = lifecycle.revert(session, bullet_id, revision, actor=ctx.actor, reason=reason)
     click.echo(f"{bullet_id} reverted" if change.changed else f"{bullet_id} unchanged")
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    for command in (add, list_, show, edit, approve, deprecate, archive, restore, history, revert):
-        group.add_command(command)

@@ -41,8 +41,3 @@ def current(ctx: Context) -> None:
         )
     finally:
         engine.dispose()
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(db_group)

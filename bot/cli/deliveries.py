@@ -101,8 +101,3 @@ def replay(ctx: Context, delivery: str | None, status: str | None) -> None:
         else:
             count = inbox.replay(session, [inbox.get(session, delivery or "")])
     click.echo(f"queued {count} deliver{'y' if count == 1 else 'ies'} for processing")
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(deliveries_group)

@@ -49,9 +49,3 @@ def backfill(ctx: Context, repo: str, since: str) -> None:
     )
     for why in report.ignored:
         note(f"ignored: {why}")
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(doctor)
-    group.add_command(backfill)

@@ -131,10 +131,3 @@ def purge(ctx: Context, older_than: str | None, dry_run: bool, as_json: bool) ->
         echo_json(report.as_dict())
     else:
         click.echo(retention.summary(report))
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(prune)
-    group.add_command(reconcile)
-    group.add_command(purge)

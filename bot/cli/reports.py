@@ -79,9 +79,3 @@ def demo(quiet: bool, verbose: bool) -> None:
     report = run(echo=not quiet)
     click.echo("\nFinal stats:")
     click.echo(format_stats(report))
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(stats)
-    group.add_command(demo)

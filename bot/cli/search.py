@@ -96,8 +96,3 @@ def search(
         click.echo(line + "  " + textwrap.shorten(hit.text, 70, placeholder="..."))
     if record:
         note(f"recorded {len(result.hits)} loads for {ticket} (query {result.query_id})")
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(search)

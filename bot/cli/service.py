@@ -51,9 +51,3 @@ def worker(ctx: Context, once: bool) -> None:
     finally:
         if schedule is not None:
             schedule.shutdown(wait=False)
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(serve)
-    group.add_command(worker)

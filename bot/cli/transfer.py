@@ -159,9 +159,3 @@ def _to_file(output: Path, write: Callable[[IO[str]], int]) -> int:
         temporary.unlink(missing_ok=True)
         raise
     return count
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(import_)
-    group.add_command(export)

@@ -98,8 +98,3 @@ def recount(ctx: Context, check: bool) -> None:
     click.echo(f"{len(drifted)} bullet(s) {verb}: {', '.join(drifted)}")
     if check:
         raise SystemExit(1)
-
-
-def register(group: click.Group) -> None:
-    """Attach this module's commands to the root group."""
-    group.add_command(usage_group)
