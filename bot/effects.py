@@ -10,12 +10,13 @@ from typing import Any, Protocol
 from github.GithubException import GithubException, UnknownObjectException
 from jira.exceptions import JIRAError
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
 from bot.logs import current_delivery
-from playbook import clock, db
+from playbook import clock, db, inbox
 from playbook.models import SideEffect
 
 log = logging.getLogger(__name__)
@@ -79,17 +80,28 @@ def log_effect(
 ) -> None:
     """Append to the side-effect log (done, skipped with the setting to fix, or dry run)."""
     with db.transaction(engine) as session:
-        session.add(
-            SideEffect(
-                delivery_id=None if current_delivery.get() == "-" else current_delivery.get(),
-                target=ref.target,
-                action=action,
-                ticket_key=ref.key,
-                status=status,
-                detail=detail,
-                at=clock.now(),
-            )
+        if status != "done":
+            # Nothing left the process: a crash that forgets this line forgets no side effect,
+            # and the worker need not wait for a disk flush per delivery without credentials.
+            inbox.asynchronous_commit(session)
+        record_effect(session, ref, action, status, detail)
+
+
+def record_effect(
+    session: Session, ref: TicketRef, action: str, status: str, detail: str | None = None
+) -> None:
+    """Append to the side-effect log in the caller's transaction."""
+    session.add(
+        SideEffect(
+            delivery_id=None if current_delivery.get() == "-" else current_delivery.get(),
+            target=ref.target,
+            action=action,
+            ticket_key=ref.key,
+            status=status,
+            detail=detail,
+            at=clock.now(),
         )
+    )
 
 
 class LiveEffects:

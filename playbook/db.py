@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from functools import cache
@@ -44,12 +45,47 @@ def make_engine(url: str) -> Engine:
         # Keep a connection for every request thread (gunicorn gthread, the worker, the
         # scheduler): connections above pool_size are closed on return, and reopening one per
         # request costs a PostgreSQL backend fork each time.
-        return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=10)
+        engine = create_engine(url, pool_size=POOL_SIZE, max_overflow=10)
+        _ping_when_idle(engine)
+        return engine
     except (exc.NoSuchModuleError, ModuleNotFoundError) as error:
         raise DatabaseUnavailable(
             f"no driver for {parsed.drivername!r} ({error}); for PostgreSQL install "
             "playbook-bot[postgres] and use postgresql+psycopg:// in PLAYBOOK_DATABASE_URL"
         ) from None
+
+
+# A pooled connection idle for longer than this is checked before it is used again.
+PING_AFTER_IDLE_SECONDS = 1.0
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Check a pooled connection before use only when it has been idle a while.
+
+    A server restart, a failover or a firewall closes connections that sit in the pool;
+    `pool_pre_ping` would find them, but with a round trip before every transaction, several
+    per webhook delivery. A connection handed back a moment ago is as good as checked.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute("SELECT 1")
+            finally:
+                cursor.close()
+            dbapi_connection.rollback()
+        except Exception as error:
+            # The pool discards this connection and checks out (or opens) another.
+            raise exc.DisconnectionError(type(error).__name__) from None
 
 
 def _sqlite_engine(url: str) -> Engine:

@@ -170,9 +170,11 @@ _ASYNC_COMMIT = text("SET LOCAL synchronous_commit TO OFF")
 def asynchronous_commit(session: Session) -> None:
     """Let this transaction's commit return before its log reaches the disk (PostgreSQL).
 
-    Only for a worker's outcome writes (complete, fail, defer). Every other session sees the
-    outcome at once, as with any commit; what changes is that a crash of the database server
-    itself in the next fraction of a second can forget it. The delivery is then still leased
+    Only for a worker's outcome writes (complete, fail, defer) and for logs written while
+    handling a delivery that acted on nothing outside (a skipped comment, a search that found
+    nothing): losing those with the outcome just runs the delivery again. Every other session
+    sees the outcome at once, as with any commit; what changes is that a crash of the database
+    server itself in the next fraction of a second can forget it. The delivery is then still leased
     to its worker, so it runs again when the lease ends, exactly as after a worker killed
     mid-delivery, which handlers are idempotent for. In exchange the worker stops waiting for
     a disk flush per delivery, the largest single cost of a delivery that posts nothing.

@@ -72,3 +72,25 @@ def test_downgrade_then_upgrade_round_trips(tmp_path: Path) -> None:
     db.upgrade(engine)
     assert "bullets" in inspect(engine).get_table_names()
     engine.dispose()
+
+
+def test_a_pooled_connection_the_server_closed_is_replaced_after_it_sat_idle(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database restart or failover closes the connections waiting in each process's pool;
+    # the next transaction must get a live one, not an error.
+    if not database_url.startswith("postgresql"):
+        pytest.skip("a server closes connections; SQLite opens a file")
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 0.0)
+    engine = db.make_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            pid = connection.scalar(text("SELECT pg_backend_pid()"))
+        admin = create_engine(database_url)
+        with admin.begin() as connection:
+            assert connection.scalar(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        admin.dispose()
+        with db.transaction(engine) as session:
+            assert session.scalar(text("SELECT pg_backend_pid()")) != pid
+    finally:
+        engine.dispose()

@@ -6,10 +6,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot import payloads, render
-from bot.effects import TicketRef
+from bot.effects import TicketRef, record_effect
 from bot.handlers.context import Ignored, publish
 from bot.handlers.router import Event, router
-from playbook import comments, db, retrieval
+from playbook import comments, db, inbox, retrieval
 from playbook.text import Ticket
 
 if TYPE_CHECKING:
@@ -24,17 +24,32 @@ RETRIEVAL_FIELDS = {"summary", "description", "labels", "component", "components
 def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> None:
     """Retrieve lessons for a ticket and post, or edit, the bot's one comment on it."""
     settings = services.settings
+    missing = services.out.missing(ref)
+    # One transaction when nothing is posted (no lesson fits, or no credentials): the worker
+    # then commits twice per such delivery, here and its outcome.
     with db.transaction(services.engine) as session:
         existing = comments.find(session, ref.target, ref.key, comments.LESSONS)
         # The process-wide index, shared with the near-duplicate check of lessons added here.
         result = retrieval.Retriever.shared(session).search(
             session, ticket, k=settings.lessons_per_ticket
         )
-    ever_posted = existing is not None and (existing.external_id or existing.state == "posting")
-    if not result.hits and not ever_posted:
-        with db.transaction(services.engine) as session:
+        ever_posted = existing is not None and bool(
+            existing.external_id or existing.state == "posting"
+        )
+        fit = bool(result.hits) or ever_posted
+        if not fit or missing is not None:
+            # Logs only: should the database forget them in a crash, the delivery's outcome
+            # goes with them and it runs again.
+            inbox.asynchronous_commit(session)
+        if not fit:
             retrieval.record_shown(session, ref.key, [], result.query_id)
+        elif missing is not None:
+            record_effect(session, ref, "comment", "skipped", missing)
+    if not fit:
         log.info("no lessons fit %s; no comment", ref.key)
+        return
+    if missing is not None:
+        log.warning("%s comment on %s skipped: %s", comments.LESSONS, ref.key, missing)
         return
     if result.hits:
         body, shown = render.lessons_comment(
