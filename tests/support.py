@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
+
+from sqlalchemy import Engine, select
+
+from playbook import inbox
+from playbook.db import transaction
+from playbook.models import Delivery
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GITHUB_SECRET = "It's a Secret to Everybody"
@@ -16,3 +23,18 @@ def fixture_body(name: str, **changes: object) -> bytes:
     payload = json.loads((FIXTURES / folder / f"{name}.json").read_text())
     payload.update(changes)
     return json.dumps(payload).encode()
+
+
+def put(engine: Engine, payload: str, event: str = "issues", action: str = "opened", **kw) -> int:
+    """Store an inbox row as it is, the way an older receiver (or a person) could have."""
+    with transaction(engine) as session:
+        inbox.accept(
+            session,
+            source="github",
+            event=event,
+            action=action,
+            delivery_id=str(uuid.uuid4()),
+            payload=payload,
+            **kw,
+        )
+        return session.scalars(select(Delivery.id).order_by(Delivery.id.desc())).first()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 import requests
 from github.GithubException import GithubException, RateLimitExceededException
 from jira.exceptions import JIRAError
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, update
 from test_worker import spawn_worker
 
 from bot.config import Settings
@@ -26,21 +25,9 @@ from playbook import clock, inbox
 from playbook.db import transaction
 from playbook.models import Delivery
 
+from support import put
+
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
-
-
-def put(engine: Engine, payload: str, event: str = "issues", action: str = "opened") -> int:
-    """Store a row as it is, the way an older receiver (or a person) could have."""
-    with transaction(engine) as session:
-        inbox.accept(
-            session,
-            source="github",
-            event=event,
-            action=action,
-            delivery_id=str(uuid.uuid4()),
-            payload=payload,
-        )
-        return session.scalars(select(Delivery.id).order_by(Delivery.id.desc())).first()
 
 
 def row(engine: Engine, row_id: int) -> Delivery:

@@ -6,7 +6,6 @@ import json
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +22,7 @@ from playbook import inbox
 from playbook.db import transaction
 from playbook.models import Delivery
 
-from support import fixture_body
+from support import fixture_body, put
 
 REPO = "octo/app"
 
@@ -33,20 +32,6 @@ def issue_payload(number: int, action: str = "opened", repo: str = REPO) -> str:
     return json.dumps(
         {"action": action, "issue": {"number": number}, "repository": {"full_name": repo}}
     )
-
-
-def put(engine: Engine, payload: str, event: str = "issues", action: str = "opened", **kw) -> int:
-    with transaction(engine) as session:
-        inbox.accept(
-            session,
-            source="github",
-            event=event,
-            action=action,
-            delivery_id=str(uuid.uuid4()),
-            payload=payload,
-            **kw,
-        )
-        return session.scalars(select(Delivery.id).order_by(Delivery.id.desc())).first()
 
 
 def outcomes(engine: Engine) -> dict[int, tuple[str, str | None]]:
