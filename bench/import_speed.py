@@ -28,11 +28,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import platform
 import random
 import resource
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -44,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import machine
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.engine import make_url
 
@@ -295,22 +293,6 @@ def run_child(*args: str) -> dict[str, Any]:
 # --- the bench -------------------------------------------------------------------------------
 
 
-def machine(server_url: str | None) -> dict[str, Any]:
-    """What the numbers were measured on (no host names, no paths)."""
-    info: dict[str, Any] = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
-    if server_url:
-        engine = db.make_engine(server_url)
-        with engine.connect() as connection:
-            info["postgresql"] = connection.execute(text("SHOW server_version")).scalar()
-        engine.dispose()
-    return info
-
-
 def rate(count: int, seconds: float) -> int:
     """Rows per second, rounded."""
     return round(count / seconds) if seconds else 0
@@ -412,7 +394,7 @@ def main() -> None:
     summary = {
         "bench": "import_speed",
         "database": database,
-        "machine": machine(args.database_url),
+        "machine": machine.describe(args.database_url),
         "lessons": n,
         "rows": rows,
         "goal_100k_import_within_180s": target["seconds"] <= 180 if n >= 100_000 else None,

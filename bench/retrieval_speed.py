@@ -36,10 +36,8 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -62,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import datasets  # noqa: E402
+import machine  # noqa: E402
 from datasets import lesson_text, tags, ticket  # noqa: E402
 
 from playbook import clock, db, lifecycle  # noqa: E402
@@ -479,22 +478,6 @@ def database_rows(
     return row
 
 
-def machine(database_url: str | None) -> dict:
-    """What the numbers were measured on (no host names, no paths)."""
-    info = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
-    if database_url:
-        engine = db.make_engine(database_url)
-        with engine.connect() as connection:
-            info["postgresql"] = connection.execute(text("SHOW server_version")).scalar()
-        engine.dispose()
-    return info
-
-
 def goals(results: list[dict], cold: list[dict], startup: dict) -> dict:
     """The issue's goals, met or not, for the sizes measured."""
     verdicts: dict[str, Any] = {"help_le_300ms": startup["help_s"] <= GOAL_HELP_S}
@@ -566,7 +549,7 @@ def main() -> None:
     databases: list[tuple[str, Callable[[], Any]]] = [("sqlite", sqlite_playbook)]
     if args.database_url:
         databases.append(("postgresql", lambda: postgres_playbook(args.database_url)))
-    info = machine(args.database_url)
+    info = machine.describe(args.database_url)
     startup = startup_rows()
     log(f"--help {startup['help_s']} s, python -c pass {startup['python_s']} s")
     results = []
