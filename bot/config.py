@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+@dataclass(frozen=True)
+class AgentToken:
+    """One entry of PLAYBOOK_AGENT_TOKENS: who the agent is and which scope it works in."""
+
+    name: str
+    token: str
+    scope: str | None
+
+
+# `name:token` or `name@scope:token`; a bare token has no such prefix. Names and scopes are
+# what GitHub repositories and Jira projects are spelled with, so a token is never split
+# inside itself unless it starts like one (documented: tokens hold no colons or commas).
+_NAMED_TOKEN = re.compile(r"(?P<name>[A-Za-z0-9._-]{1,64})(?:@(?P<scope>[A-Za-z0-9._/-]{1,200}))?:(?P<token>.+)")
+
+
+def agent_tokens(value: str, default_scope: str | None) -> dict[str, AgentToken]:
+    """The agent tokens in ``value`` by token; unnamed ones are named by a digest prefix."""
+    found: dict[str, AgentToken] = {}
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        named = _NAMED_TOKEN.fullmatch(entry)
+        if named:
+            token = named["token"].strip()
+            agent = AgentToken(named["name"], token, named["scope"] or default_scope)
+        else:
+            digest = hashlib.sha256(entry.encode()).hexdigest()[:8]
+            agent = AgentToken(f"agent-{digest}", entry, default_scope)
+        found[agent.token] = agent
+    return found
 
 
 class Settings(BaseSettings):
@@ -59,7 +95,20 @@ class Settings(BaseSettings):
     api_token: str | None = Field(
         None,
         validation_alias="PLAYBOOK_API_TOKEN",
-        description="Bearer token agents use for /api/v1; the API is off without it.",
+        description="Maintainer token for /api/v1 and /mcp: read, search, propose, approve, "
+        "deprecate, restore. The API is off without it and PLAYBOOK_AGENT_TOKENS.",
+    )
+    agent_tokens: str = Field(
+        "",
+        validation_alias="PLAYBOOK_AGENT_TOKENS",
+        description="Comma-separated agent tokens (read, search, record usage, propose), each "
+        "`token`, `name:token` or `name@scope:token`.",
+    )
+    agent_scope: str | None = Field(
+        None,
+        validation_alias="PLAYBOOK_AGENT_SCOPE",
+        description="The repository (owner/repo) or Jira project agents work in, for tokens "
+        "without their own scope and for `playbook-bot mcp`; unset, agents see every scope.",
     )
 
     # The worker.
@@ -187,6 +236,7 @@ class Settings(BaseSettings):
             self.github_webhook_secret,
             self.jira_webhook_secret,
             self.api_token,
+            *(agent.token for agent in self.agents_by_token.values()),
             self.github_token,
             self.jira_api_token,
             self.jira_pat,
@@ -202,6 +252,11 @@ class Settings(BaseSettings):
     def jira_allowed(self) -> set[str]:
         """The Jira account ids / user keys that may change the playbook, as Jira spells them."""
         return {u.strip() for u in self.jira_allowed_users.split(",") if u.strip()}
+
+    @property
+    def agents_by_token(self) -> dict[str, AgentToken]:
+        """PLAYBOOK_AGENT_TOKENS parsed: each token with the agent's name and scope."""
+        return agent_tokens(self.agent_tokens, self.agent_scope)
 
     @property
     def agents(self) -> set[str]:

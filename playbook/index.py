@@ -375,6 +375,10 @@ class BM25Index:
             np.concatenate(slots), weights=np.concatenate(weights), minlength=len(self._ids)
         )
 
+    def scope_names(self) -> list[str]:
+        """Every scope key a document has been added under."""
+        return list(self._scopes)
+
     def search(
         self, query: Sequence[str], k: int = 10, scopes: Iterable[str] | None = None
     ) -> list[tuple[str, float]]:

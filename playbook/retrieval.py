@@ -62,6 +62,13 @@ class SearchResult:
 # ticket never ask for it, and the near-duplicate check at write asks for both.
 PROPOSED = "proposed\x00"
 LIVE = ("active", "proposed")
+
+
+class AllScopes:
+    """Search every scope's active lessons: for a caller not bound to one repo or project."""
+
+
+ALL_SCOPES = AllScopes()
 # Below this many lessons, tokenizing every lesson is about as quick as loading a snapshot.
 SNAPSHOT_MIN_LESSONS = 1_000
 # A new snapshot is saved when a sync has read more changed lessons than this since the last
@@ -290,7 +297,7 @@ class Retriever:
         max_chars: int | None = None,
         record: bool = False,
         query_id: str | None = None,
-        scopes: Iterable[str] | None = None,
+        scopes: Iterable[str] | AllScopes | None = None,
     ) -> SearchResult:
         """Rank the active lessons in the ticket's scope (and global) for ``ticket``.
 
@@ -303,11 +310,14 @@ class Retriever:
         if k < 1:
             raise InvalidInput("k must be at least 1")
         self.sync(session)
-        allowed = (
-            set(scopes)
-            if scopes is not None
-            else {"global", *([ticket.scope] if ticket.scope else [])}
-        )
+        if isinstance(scopes, AllScopes):
+            with self._lock:
+                names = self._index.scope_names()
+            allowed = {name for name in names if not name.startswith(PROPOSED)}
+        elif scopes is not None:
+            allowed = set(scopes)
+        else:
+            allowed = {"global", *([ticket.scope] if ticket.scope else [])}
         tokens = query_tokens(ticket)
         query_id = query_id or uuid.uuid4().hex
         hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)

@@ -1,0 +1,432 @@
+"""What agents and maintainers may do through the HTTP API and MCP: typed answers, scope rules.
+
+Both doors call these functions with a ``Caller`` made from a verified token (or the local
+user of ``playbook-bot mcp``), never from what a request says about itself: the caller's
+scope decides which lessons it sees and where its proposals go, and only a maintainer may
+approve, deprecate or restore.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from playbook import fields, lifecycle, ranking, upkeep, usage
+from playbook.errors import BulletNotFound, InvalidInput, PlaybookError
+from playbook.models import Bullet, Revision, UsageEvent
+from playbook.retrieval import ALL_SCOPES, Retriever
+from playbook.text import Ticket
+
+# Lessons one search returns at most, whatever ``k`` asks: an agent's context is precious,
+# and the bot's own comment shows no more.
+MAX_K = 10
+# The largest ``k`` a request may name; anything above MAX_K is answered with MAX_K lessons.
+MAX_K_ASKED = 100
+# A task description or ticket text; retrieval reads the summary and 500 characters of it.
+QUERY_CHARS = 10_000
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+REVISIONS_SHOWN = 10
+EVENTS_SHOWN = 20
+Role = Literal["maintainer", "agent"]
+Kind = Literal["loaded", "cited"]
+Status = Literal["proposed", "active", "deprecated", "archived"]
+
+
+class Forbidden(PlaybookError):
+    """The caller's role may not do this (an agent approving, say)."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking, from a verified token: the actor recorded, the role, the scope."""
+
+    actor: str
+    role: Role
+    # The repository or Jira project the caller works in; None: every scope.
+    scope: str | None = None
+
+    def sees(self, bullet: Bullet) -> bool:
+        """True when the lesson is in the caller's scope (or global)."""
+        return self.scope is None or bullet.scope in ("global", self.scope)
+
+    def require_maintainer(self, action: str) -> None:
+        """Raise Forbidden unless the caller is a maintainer."""
+        if self.role != "maintainer":
+            raise Forbidden(f"only a maintainer may {action} a lesson; agents may propose")
+
+
+class Lesson(BaseModel):
+    """A lesson with its counters and lifecycle state."""
+
+    id: str
+    text: str
+    status: Status
+    scope: str
+    learned_from: str | None
+    section: str
+    tags: list[str]
+    source: str | None
+    source_url: str | None
+    loads: int
+    cites: int
+    cites_success: int = Field(description="Cites in work that was merged.")
+    cites_failure: int = Field(description="Cites in work that was closed unmerged.")
+    confidence: float = Field(description="Share of merged cites, with a prior; 0.5 unrated.")
+    created_at: datetime
+    updated_at: datetime
+    last_loaded_at: datetime | None
+    last_cited_at: datetime | None
+    demoted_on: datetime | None
+    demoted_reason: str | None
+
+
+class RevisionEntry(BaseModel):
+    """One change of a lesson: what, by whom, when and why."""
+
+    id: int
+    action: str
+    actor: str
+    at: datetime
+    reason: str | None
+
+
+class UsageEntry(BaseModel):
+    """One load or cite of a lesson, with the ticket (and PR) it was for."""
+
+    kind: Kind
+    ticket: str | None
+    pull_request: str | None
+    consumer: str | None
+    success: bool | None = Field(description="The PR merged (true), closed (false) or pending.")
+    at: datetime
+
+
+class LessonDetail(Lesson):
+    """A lesson with its latest revisions and usage events, newest first."""
+
+    revisions: list[RevisionEntry]
+    events: list[UsageEntry]
+
+
+class Hit(BaseModel):
+    """One lesson of a search, ranked as the bot ranks lessons for a ticket."""
+
+    rank: int
+    id: str
+    text: str
+    learned_from: str | None
+    scope: str
+    score: float
+    confidence: float
+
+
+class SearchAnswer(BaseModel):
+    """The lessons that fit a task; cite their ids in the PR body to close the loop."""
+
+    query_id: str
+    ticket: str | None = Field(description="The ticket the lessons were recorded as loaded for.")
+    loads_recorded: int
+    lessons: list[Hit]
+
+
+class UsageAnswer(BaseModel):
+    """How many of the reported loads or cites were new (each counts once per ticket)."""
+
+    ticket: str
+    kind: Kind
+    lesson_ids: list[str]
+    recorded: int
+
+
+class ProposeAnswer(BaseModel):
+    """A new proposed lesson, or the live lesson it nearly duplicates (nothing created)."""
+
+    created: bool
+    duplicate_of: str | None = Field(description="The near-duplicate that already exists.")
+    overlap: float | None = Field(description="Share of words shared with the duplicate.")
+    lesson: Lesson
+
+
+class Change(BaseModel):
+    """A lifecycle action's result: ``changed`` is false when the lesson already was so."""
+
+    changed: bool
+    lesson: Lesson
+
+
+class LessonPage(BaseModel):
+    """One page of lessons in id order; pass ``next_cursor`` as ``cursor`` for the next."""
+
+    lessons: list[Lesson]
+    next_cursor: str | None
+
+
+def lesson(bullet: Bullet) -> Lesson:
+    """The API shape of a bullet."""
+    return Lesson(
+        id=bullet.id,
+        text=bullet.text,
+        status=bullet.status,  # type: ignore[arg-type]
+        scope=bullet.scope,
+        learned_from=bullet.learned_from,
+        section=bullet.section,
+        tags=list(bullet.tags or []),
+        source=bullet.source,
+        source_url=bullet.source_url,
+        loads=bullet.loads,
+        cites=bullet.cites,
+        cites_success=bullet.cites_success,
+        cites_failure=bullet.cites_failure,
+        confidence=round(ranking.confidence(bullet.cites_success, bullet.cites_failure), 6),
+        created_at=bullet.created_at,
+        updated_at=bullet.updated_at,
+        last_loaded_at=bullet.last_loaded_at,
+        last_cited_at=bullet.last_cited_at,
+        demoted_on=bullet.demoted_on,
+        demoted_reason=bullet.demoted_reason,
+    )
+
+
+def _visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
+    """The bullet, if it exists in the caller's scope; else BulletNotFound (not a 403: an
+    agent of one project learns nothing about another's lessons)."""
+    checked = fields.bullet_id(bullet_id)
+    bullet = session.get(Bullet, checked)
+    if bullet is None or not caller.sees(bullet):
+        raise BulletNotFound(checked)
+    return bullet
+
+
+def get_lesson(session: Session, caller: Caller, bullet_id: str) -> LessonDetail:
+    """A lesson with counters, status, its last revisions and usage events."""
+    bullet = _visible(session, caller, bullet_id)
+    revisions = session.scalars(
+        select(Revision)
+        .where(Revision.bullet_id == bullet.id)
+        .order_by(Revision.id.desc())
+        .limit(REVISIONS_SHOWN)
+    )
+    events = session.scalars(
+        select(UsageEvent)
+        .where(UsageEvent.bullet_id == bullet.id)
+        .order_by(UsageEvent.ts.desc(), UsageEvent.id.desc())
+        .limit(EVENTS_SHOWN)
+    )
+    return LessonDetail(
+        **lesson(bullet).model_dump(),
+        revisions=[
+            RevisionEntry(id=r.id, action=r.action, actor=r.actor, at=r.at, reason=r.reason)
+            for r in revisions
+        ],
+        events=[
+            UsageEntry(
+                kind=e.kind,  # type: ignore[arg-type]
+                ticket=e.ticket_key,
+                pull_request=e.pr_key,
+                consumer=e.consumer,
+                success=e.success,
+                at=e.ts,
+            )
+            for e in events
+        ],
+    )
+
+
+def search(
+    session: Session,
+    caller: Caller,
+    query: str,
+    *,
+    k: int = 5,
+    ticket: str | None = None,
+    max_chars: int | None = None,
+) -> SearchAnswer:
+    """The lessons that fit ``query`` (first line: the summary), as the bot ranks them.
+
+    With ``ticket``, the lessons returned are recorded as loaded for it, once per ticket.
+    At most MAX_K lessons, whose texts fit ``max_chars`` together (the comment budget).
+    """
+    text = fields.bounded(query, "query", QUERY_CHARS).strip()
+    if not text:
+        raise fields.FieldProblem("query", "is empty; describe the task or paste the ticket")
+    if k < 1:
+        raise fields.FieldProblem("k", "must be at least 1")
+    key = None
+    if ticket is not None:
+        key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS) or None
+    retriever = Retriever.shared(session)
+    scopes = ALL_SCOPES if caller.scope is None else {"global", caller.scope}
+    result = retriever.search(
+        session,
+        Ticket.from_text(text, key=key),
+        k=min(k, MAX_K),
+        max_chars=max_chars,
+        record=key is not None,
+        scopes=scopes,
+    )
+    return SearchAnswer(
+        query_id=result.query_id,
+        ticket=key,
+        loads_recorded=len(result.hits) if key else 0,
+        lessons=[
+            Hit(
+                rank=hit.rank,
+                id=hit.bullet_id,
+                text=hit.text,
+                learned_from=hit.learned_from,
+                scope=hit.scope,
+                score=round(hit.score, 6),
+                confidence=round(hit.confidence, 6),
+            )
+            for hit in result.hits
+        ],
+    )
+
+
+def record_usage(
+    session: Session, caller: Caller, ticket: str, lesson_ids: list[str], kind: str
+) -> UsageAnswer:
+    """Record that lessons were loaded or cited for work on ``ticket``, each once per ticket."""
+    if kind not in ("loaded", "cited"):
+        raise fields.FieldProblem("kind", f"must be loaded or cited, not {kind!r}")
+    key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS, required=True)
+    if not lesson_ids:
+        raise fields.FieldProblem("lesson_ids", "is empty; name the lessons, e.g. pb-12")
+    if len(lesson_ids) > usage.MAX_IDS_PER_EVENT:
+        raise fields.FieldProblem(
+            "lesson_ids", f"names {len(lesson_ids)} lessons, over {usage.MAX_IDS_PER_EVENT}"
+        )
+    ids = list(dict.fromkeys(_visible(session, caller, i).id for i in lesson_ids))
+    events = usage.record_once(session, kind, ids, ticket_key=key, consumer=caller.actor)
+    return UsageAnswer(ticket=key, kind=kind, lesson_ids=ids, recorded=len(events))  # type: ignore[arg-type]
+
+
+def propose(
+    session: Session,
+    caller: Caller,
+    text: str,
+    learned_from: str,
+    *,
+    tags: list[str] | None = None,
+    scope: str | None = None,
+    max_chars: int = fields.MAX_LESSON_CHARS,
+) -> ProposeAnswer:
+    """Add a ``proposed`` lesson (active once a maintainer approves it or its PR merges).
+
+    An agent's proposal goes to its own scope (global when it has none); only a maintainer
+    names another. A near-duplicate of a live lesson in that scope creates nothing.
+    """
+    if scope is not None and caller.role != "maintainer" and scope != caller.scope:
+        raise Forbidden("an agent's lessons go to its token's scope; leave scope out")
+    result = lifecycle.add(
+        session,
+        text,
+        learned_from=learned_from,
+        actor=caller.actor,
+        tags=tags,
+        scope=scope or caller.scope or "global",
+        status="proposed",
+        source="agent" if caller.role == "agent" else "api",
+        max_chars=max_chars,
+    )
+    return ProposeAnswer(
+        created=result.created,
+        duplicate_of=None if result.created else result.bullet.id,
+        overlap=None if result.created else round(result.overlap, 6),
+        lesson=lesson(result.bullet),
+    )
+
+
+def approve(session: Session, caller: Caller, bullet_id: str, reason: str | None) -> Change:
+    """Make a proposed lesson active (maintainers only)."""
+    caller.require_maintainer("approve")
+    bullet = _visible(session, caller, bullet_id)
+    change = lifecycle.approve(session, bullet.id, actor=caller.actor, reason=_reason(reason))
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
+
+
+def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> Change:
+    """Soft-deprecate a lesson with a reason (maintainers only)."""
+    caller.require_maintainer("deprecate")
+    bullet = _visible(session, caller, bullet_id)
+    why = _reason(reason)
+    if not why:
+        raise fields.FieldProblem("reason", "is empty; say why the lesson is deprecated")
+    change = lifecycle.deprecate(session, bullet.id, reason=why, actor=caller.actor)
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
+
+
+def restore(session: Session, caller: Caller, bullet_id: str, reason: str | None) -> Change:
+    """Bring a deprecated or archived lesson back to active (maintainers only)."""
+    caller.require_maintainer("restore")
+    bullet = _visible(session, caller, bullet_id)
+    change = lifecycle.restore(session, bullet.id, actor=caller.actor, reason=_reason(reason))
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
+
+
+def _reason(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    return fields.text(reason, "reason", fields.REASON_CHARS) or None
+
+
+def list_lessons(
+    session: Session,
+    caller: Caller,
+    *,
+    status: str | None = None,
+    scope: str | None = None,
+    learned_from: str | None = None,
+    limit: int = PAGE_SIZE,
+    cursor: str | None = None,
+) -> LessonPage:
+    """Lessons in id order, filtered; keyset pages, so a page never repeats or skips a row."""
+    query = select(Bullet).order_by(Bullet.id).limit(min(max(limit, 1), MAX_PAGE_SIZE) + 1)
+    if status is not None:
+        query = query.where(Bullet.status == lifecycle.check_status(status))
+    if scope is not None:
+        query = query.where(Bullet.scope == fields.text(scope, "scope", fields.SCOPE_CHARS))
+    if caller.scope is not None:
+        query = query.where(Bullet.scope.in_(("global", caller.scope)))
+    if learned_from is not None:
+        ticket = fields.text(learned_from, "learned_from", fields.TICKET_KEY_CHARS)
+        query = query.where(Bullet.learned_from == ticket)
+    if cursor:
+        query = query.where(Bullet.id > decode_cursor(cursor))
+    rows = list(session.scalars(query))
+    size = min(max(limit, 1), MAX_PAGE_SIZE)
+    more = len(rows) > size
+    rows = rows[:size]
+    return LessonPage(
+        lessons=[lesson(bullet) for bullet in rows],
+        next_cursor=encode_cursor(rows[-1].id) if more else None,
+    )
+
+
+def encode_cursor(bullet_id: str) -> str:
+    """An opaque cursor after ``bullet_id``."""
+    return base64.urlsafe_b64encode(bullet_id.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The lesson id a cursor continues after; FieldProblem when it is not one of ours."""
+    if len(cursor) > 200:
+        raise fields.FieldProblem("cursor", "is not a cursor this API returned")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return fields.bullet_id(raw.decode("utf-8"), "cursor")
+    except (binascii.Error, ValueError, InvalidInput):
+        raise fields.FieldProblem("cursor", "is not a cursor this API returned") from None
+
+
+def stats(session: Session) -> dict[str, Any]:
+    """How the playbook is doing (the `playbook-bot stats` report)."""
+    return upkeep.stats(session)
