@@ -66,6 +66,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Import bullets (YAML, JSONL, CSV) or a .lesson-usage.jsonl usage log.",
     ),
     "list": ("bot.cli.bullets", "list_", "List bullets."),
+    "mcp": (
+        "bot.cli.mcp",
+        "mcp",
+        "Serve the playbook to a local agent over MCP (stdio).",
+    ),
     "prune": (
         "bot.cli.maintenance",
         "prune",

@@ -1,0 +1,299 @@
+"""The playbook as an MCP server: search, read, cite and propose lessons, over any transport."""
+
+# No `from __future__ import annotations`: the SDK reads the tools' argument types at runtime,
+# and the annotations below refer to limits known only once the settings are.
+
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import (
+    ResourceError,
+    ResourceNotFoundError,
+    ToolError,
+    UnexpectedToolError,
+)
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import Field, ValidationError
+from sqlalchemy import Engine, exc
+from sqlalchemy.orm import Session
+
+from bot import callers
+from bot.config import Settings
+from bot.logs import redact
+from playbook import agents, db
+from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "playbook"
+LESSON_URI = "playbook://lessons/{id}"
+GUIDE_URI = "playbook://guide"
+DATABASE_DOWN = "the playbook database is unavailable; retry later"
+
+# Who is calling, from the request's context (never from a tool argument).
+CallerOf = Callable[[Context], agents.Caller]
+T = TypeVar("T")
+
+GUIDE = """\
+This server is the team's playbook: short lessons (ids like pb-12) learned from past tickets
+and pull requests, ranked for the task at hand.
+
+1. Before you start work on a ticket, call `search_lessons` with the task's text (its summary
+   on the first line) and `ticket` set to the ticket key (e.g. CTMS-4410, or owner/repo#12):
+   the lessons returned are recorded as loaded for that ticket. `get_lesson` shows one lesson
+   with its history; the resource playbook://lessons/{id} holds the same.
+2. Apply the lessons that fit. Cite each one you actually used: list the ids in the pull
+   request body (e.g. "Lessons used: pb-12, pb-31") and call `record_usage` with
+   `kind="cited"`, the ticket key and those ids. Whether the PR merges rates the lessons.
+3. When you learn something a later task should know (a pitfall, a convention, a fix that
+   worked), call `propose_lesson` with one short, self-contained lesson and `learned_from` set
+   to the ticket key. It stays proposed until a maintainer approves it or the PR merges; a
+   near-duplicate of an existing lesson creates nothing and names the existing one instead.
+
+Tools never approve, edit, deprecate or restore lessons: maintainers do that.
+"""
+
+
+class NotAuthenticated(PlaybookError):
+    """A request that reached the server without a token the settings know."""
+
+
+class PlaybookMCPServer(MCPServer):
+    """The SDK's server, with argument errors told in one line an agent can act on."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Call a tool; arguments that fail its schema raise ToolError naming each field."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            invalid = error.__cause__
+            if isinstance(error, UnexpectedToolError) or not isinstance(invalid, ValidationError):
+                raise
+            # pydantic's text spans lines and links its docs; the fields and the rules are
+            # what the agent needs (the values it sent are its own).
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: {problem['msg']}"
+                for problem in invalid.errors()
+            )
+            raise ToolError(f"invalid arguments for {name}: {problems}") from invalid
+
+
+def local_caller(settings: Settings) -> CallerOf:
+    """The caller of a stdio server: the local user, in PLAYBOOK_AGENT_SCOPE."""
+    caller = callers.local(settings)
+    return lambda _ctx: caller
+
+
+def bearer_caller(settings: Settings) -> CallerOf:
+    """The caller of an HTTP server: whoever the request's ``Authorization`` header proves."""
+
+    def caller_of(ctx: Context) -> agents.Caller:
+        # The HTTP endpoint refuses requests without a valid token before they get here; the
+        # header is checked again so that no request reaches the playbook as nobody in
+        # particular, whatever the transport in front of this server.
+        headers = ctx.headers
+        caller = callers.from_authorization(
+            settings, headers.get("authorization") if headers is not None else None
+        )
+        if caller is None:
+            raise NotAuthenticated("not authenticated: send Authorization: Bearer <token>")
+        return caller
+
+    return caller_of
+
+
+def build_server(
+    settings: Settings, engine_factory: Callable[[], Engine], caller_of: CallerOf
+) -> MCPServer:
+    """An MCP server whose tools act for ``caller_of(ctx)`` on ``engine_factory()``'s playbook."""
+    server = PlaybookMCPServer(
+        SERVER_NAME,
+        title="Playbook",
+        description="Lessons learned from past tickets, for AI coding agents.",
+        instructions=GUIDE,
+        # Nothing here changes under a client's feet, and a subscription stream would hold an
+        # HTTP worker thread open for as long as the client keeps it.
+        subscriptions=False,
+    )
+
+    def act(ctx: Context, work: Callable[[Session, agents.Caller], T]) -> T:
+        """``work`` for the caller in its own transaction; database failures as one sentence."""
+        caller = caller_of(ctx)
+        try:
+            with db.transaction(engine_factory()) as session:
+                return work(session, caller)
+        except (DatabaseUnavailable, exc.OperationalError, exc.InterfaceError) as error:
+            # The driver's text names the server and the role: it goes to the log, scrubbed;
+            # the agent learns only that the database is down.
+            log.error("database unavailable: %s", redact(db.describe_error(error)))
+            raise DatabaseUnavailable(DATABASE_DOWN) from None
+
+    def run(ctx: Context, work: Callable[[Session, agents.Caller], T]) -> T:
+        """``act`` for a tool: a mistake or an outage is the tool's error, read by the agent."""
+        try:
+            return act(ctx, work)
+        except (PlaybookError, DatabaseUnavailable) as error:
+            raise ToolError(str(error)) from None
+
+    @server.tool(
+        title="Search lessons",
+        annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    )
+    def search_lessons(
+        ctx: Context,
+        query: Annotated[
+            str,
+            Field(
+                description="The task: the ticket's summary on the first line, then its "
+                "description (only the first 500 characters of it are read)."
+            ),
+        ],
+        k: Annotated[
+            int,
+            Field(
+                ge=1,
+                le=agents.MAX_K_ASKED,
+                description=f"How many lessons to return (at most {agents.MAX_K} are).",
+            ),
+        ] = 5,
+        ticket: Annotated[
+            str | None,
+            Field(
+                description="The ticket key the work is for (e.g. CTMS-4410 or owner/repo#12); "
+                "the lessons returned are recorded as loaded for it."
+            ),
+        ] = None,
+    ) -> agents.SearchAnswer:
+        """Find the lessons that fit a task, ranked as the bot ranks them for a ticket.
+
+        Call it before starting work, with the ticket key, then cite the ids you use.
+        """
+        return run(
+            ctx,
+            lambda session, caller: agents.search(
+                session,
+                caller,
+                query,
+                k=k,
+                ticket=ticket,
+                max_chars=settings.comment_max_chars,
+            ),
+        )
+
+    @server.tool(title="Get a lesson", annotations=ToolAnnotations(read_only_hint=True))
+    def get_lesson(
+        ctx: Context,
+        id: Annotated[str, Field(description="The lesson id, e.g. pb-12.")],
+    ) -> agents.LessonDetail:
+        """One lesson with its status, counters, latest revisions and usage events."""
+        return run(ctx, lambda session, caller: agents.get_lesson(session, caller, id))
+
+    @server.tool(
+        title="Record lessons loaded or cited",
+        annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    )
+    def record_usage(
+        ctx: Context,
+        ticket: Annotated[str, Field(description="The ticket key the work is for.")],
+        lesson_ids: Annotated[
+            list[str], Field(description='The lesson ids, e.g. ["pb-12", "pb-31"].')
+        ],
+        kind: Annotated[
+            Literal["loaded", "cited"],
+            Field(
+                description="cited: the lessons were used in the work (list them in the PR "
+                "body too); loaded: they were read."
+            ),
+        ],
+    ) -> agents.UsageAnswer:
+        """Record that lessons were loaded or cited for a ticket; each counts once per ticket."""
+        return run(
+            ctx,
+            lambda session, caller: agents.record_usage(session, caller, ticket, lesson_ids, kind),
+        )
+
+    @server.tool(
+        title="Propose a lesson",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
+    def propose_lesson(
+        ctx: Context,
+        text: Annotated[
+            str,
+            Field(
+                description="One short, self-contained lesson a later task should know "
+                f"(at most {settings.max_lesson_chars} characters)."
+            ),
+        ],
+        learned_from: Annotated[
+            str, Field(description="The ticket key the lesson was learned on.")
+        ],
+        tags: Annotated[
+            list[str] | None, Field(description='Optional tags, e.g. ["payments"].')
+        ] = None,
+    ) -> agents.ProposeAnswer:
+        """Propose a lesson learned (status proposed until approved or its PR merges).
+
+        A near-duplicate of a live lesson creates nothing: ``created`` is false and
+        ``duplicate_of`` names the existing lesson.
+        """
+        return run(
+            ctx,
+            lambda session, caller: agents.propose(
+                session,
+                caller,
+                text,
+                learned_from,
+                tags=tags,
+                max_chars=settings.max_lesson_chars,
+            ),
+        )
+
+    @server.resource(
+        LESSON_URI,
+        name="lesson",
+        title="A playbook lesson",
+        description="A lesson with its counters, revisions and usage events (as get_lesson).",
+        mime_type="application/json",
+    )
+    def lesson_resource(id: str, ctx: Context) -> str:
+        """A lesson as JSON, in the caller's scope."""
+        try:
+            detail = act(ctx, lambda session, caller: agents.get_lesson(session, caller, id))
+        except BulletNotFound as error:
+            raise ResourceNotFoundError(str(error)) from None
+        except (PlaybookError, DatabaseUnavailable) as error:
+            # Resources report failures as protocol errors carrying this message.
+            raise ResourceError(str(error)) from None
+        return detail.model_dump_json()
+
+    @server.resource(
+        GUIDE_URI,
+        name="guide",
+        title="How to use the playbook",
+        mime_type="text/markdown",
+    )
+    def guide() -> str:
+        """How an agent uses the playbook's tools."""
+        return GUIDE
+
+    @server.prompt(title="Use the playbook")
+    def use_playbook(
+        task: Annotated[
+            str | None, Field(description="The task or ticket you are about to work on.")
+        ] = None,
+    ) -> str:
+        """How to use the playbook for a task: search first, cite what you used, propose."""
+        if not task:
+            return GUIDE
+        return (
+            f"You are about to work on this task:\n\n{task}\n\n"
+            "Start by calling `search_lessons` with the task's text and its ticket key, "
+            f"then follow the playbook's rules:\n\n{GUIDE}"
+        )
+
+    return server
