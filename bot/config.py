@@ -24,14 +24,16 @@ class AgentToken:
 # `name:token` or `name@scope:token`; a bare token has no such prefix. Names and scopes are
 # what GitHub repositories and Jira projects are spelled with, so a token is never split
 # inside itself unless it starts like one (documented: tokens hold no colons or commas).
-_NAMED_TOKEN = re.compile(r"(?P<name>[A-Za-z0-9._-]{1,64})(?:@(?P<scope>[A-Za-z0-9._/-]{1,200}))?:(?P<token>.+)")
+_NAMED_TOKEN = re.compile(
+    r"(?P<name>[A-Za-z0-9._-]{1,64})(?:@(?P<scope>[A-Za-z0-9._/-]{1,200}))?:(?P<token>.+)"
+)
 
 
 def agent_tokens(value: str, default_scope: str | None) -> dict[str, AgentToken]:
     """The agent tokens in ``value`` by token; unnamed ones are named by a digest prefix."""
     found: dict[str, AgentToken] = {}
-    for entry in value.split(","):
-        entry = entry.strip()
+    for raw in value.split(","):
+        entry = raw.strip()
         if not entry:
             continue
         named = _NAMED_TOKEN.fullmatch(entry)

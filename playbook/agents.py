@@ -9,17 +9,17 @@ approve, deprecate or restore.
 from __future__ import annotations
 
 import base64
-import binascii
+import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import fields, lifecycle, ranking, upkeep, usage
-from playbook.errors import BulletNotFound, InvalidInput, PlaybookError
+from playbook.errors import BulletNotFound, PlaybookError
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.retrieval import ALL_SCOPES, Retriever
 from playbook.text import Ticket
@@ -35,9 +35,12 @@ PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 REVISIONS_SHOWN = 10
 EVENTS_SHOWN = 20
+_CURSOR = re.compile(r"[A-Za-z0-9_-]*")
 Role = Literal["maintainer", "agent"]
 Kind = Literal["loaded", "cited"]
 Status = Literal["proposed", "active", "deprecated", "archived"]
+# When a load or cite happened: ISO 8601, or Unix seconds or milliseconds (up to year 3000).
+Timestamp = datetime | Annotated[float, Field(ge=0, le=32_503_680_000_000)]
 
 
 class Forbidden(PlaybookError):
@@ -195,7 +198,7 @@ def lesson(bullet: Bullet) -> Lesson:
     )
 
 
-def _visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
+def visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
     """The bullet, if it exists in the caller's scope; else BulletNotFound (not a 403: an
     agent of one project learns nothing about another's lessons)."""
     checked = fields.bullet_id(bullet_id)
@@ -207,7 +210,7 @@ def _visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
 
 def get_lesson(session: Session, caller: Caller, bullet_id: str) -> LessonDetail:
     """A lesson with counters, status, its last revisions and usage events."""
-    bullet = _visible(session, caller, bullet_id)
+    bullet = visible(session, caller, bullet_id)
     revisions = session.scalars(
         select(Revision)
         .where(Revision.bullet_id == bullet.id)
@@ -304,7 +307,7 @@ def record_usage(
         raise fields.FieldProblem(
             "lesson_ids", f"names {len(lesson_ids)} lessons, over {usage.MAX_IDS_PER_EVENT}"
         )
-    ids = list(dict.fromkeys(_visible(session, caller, i).id for i in lesson_ids))
+    ids = list(dict.fromkeys(visible(session, caller, i).id for i in lesson_ids))
     events = usage.record_once(session, kind, ids, ticket_key=key, consumer=caller.actor)
     return UsageAnswer(ticket=key, kind=kind, lesson_ids=ids, recorded=len(events))  # type: ignore[arg-type]
 
@@ -348,7 +351,7 @@ def propose(
 def approve(session: Session, caller: Caller, bullet_id: str, reason: str | None) -> Change:
     """Make a proposed lesson active (maintainers only)."""
     caller.require_maintainer("approve")
-    bullet = _visible(session, caller, bullet_id)
+    bullet = visible(session, caller, bullet_id)
     change = lifecycle.approve(session, bullet.id, actor=caller.actor, reason=_reason(reason))
     return Change(changed=change.changed, lesson=lesson(change.bullet))
 
@@ -356,7 +359,7 @@ def approve(session: Session, caller: Caller, bullet_id: str, reason: str | None
 def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> Change:
     """Soft-deprecate a lesson with a reason (maintainers only)."""
     caller.require_maintainer("deprecate")
-    bullet = _visible(session, caller, bullet_id)
+    bullet = visible(session, caller, bullet_id)
     why = _reason(reason)
     if not why:
         raise fields.FieldProblem("reason", "is empty; say why the lesson is deprecated")
@@ -367,7 +370,7 @@ def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> 
 def restore(session: Session, caller: Caller, bullet_id: str, reason: str | None) -> Change:
     """Bring a deprecated or archived lesson back to active (maintainers only)."""
     caller.require_maintainer("restore")
-    bullet = _visible(session, caller, bullet_id)
+    bullet = visible(session, caller, bullet_id)
     change = lifecycle.restore(session, bullet.id, actor=caller.actor, reason=_reason(reason))
     return Change(changed=change.changed, lesson=lesson(change.bullet))
 
@@ -417,16 +420,85 @@ def encode_cursor(bullet_id: str) -> str:
 
 
 def decode_cursor(cursor: str) -> str:
-    """The lesson id a cursor continues after; FieldProblem when it is not one of ours."""
-    if len(cursor) > 200:
+    """The lesson id a cursor continues after.
+
+    Total over URL-safe base64 text: a cursor is only a position in id order, so one that
+    was not returned by the API still names a position, and gives the page after it.
+    """
+    if len(cursor) > 200 or not _CURSOR.fullmatch(cursor):
         raise fields.FieldProblem("cursor", "is not a cursor this API returned")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        return fields.bullet_id(raw.decode("utf-8"), "cursor")
-    except (binascii.Error, ValueError, InvalidInput):
-        raise fields.FieldProblem("cursor", "is not a cursor this API returned") from None
+    usable = cursor[: len(cursor) - (len(cursor) % 4 == 1)]
+    raw = base64.urlsafe_b64decode(usable + "=" * (-len(usable) % 4))
+    return raw.decode("utf-8", "replace").replace("\x00", "")
 
 
-def stats(session: Session) -> dict[str, Any]:
+class LessonCounts(BaseModel):
+    """Lessons in total, by status, and by scope and status."""
+
+    total: int
+    by_status: dict[str, int]
+    by_scope: dict[str, dict[str, int]]
+
+
+class UsageCounts(BaseModel):
+    """Loads and cites, and the outcomes of the work that cited."""
+
+    loads: int
+    cites: int
+    successes: int
+    failures: int
+    unknown_outcome: int
+
+
+class Coverage(BaseModel):
+    """Tickets searched, and how many got at least one lesson."""
+
+    tickets: int
+    with_lessons: int
+    share: float | None
+
+
+class CiteRateCounts(BaseModel):
+    """(ticket, lesson) pairs shown, and those also cited on that ticket."""
+
+    loaded: int
+    cited: int
+
+
+class Rated(BaseModel):
+    """A lesson with its merged and rejected cites."""
+
+    id: str
+    text: str
+    status: Status
+    cites_success: int
+    cites_failure: int
+    confidence: float
+
+
+class Demoted(BaseModel):
+    """A lesson demoted in the last 30 days."""
+
+    id: str
+    status: Status
+    demoted_on: datetime
+    demoted_reason: str | None
+    learned_from: str | None
+
+
+class Stats(BaseModel):
     """How the playbook is doing (the `playbook-bot stats` report)."""
-    return upkeep.stats(session)
+
+    bullets: LessonCounts
+    usage: UsageCounts
+    coverage: Coverage
+    cite_rate: float | None
+    cite_rate_counts: CiteRateCounts
+    most_helpful: list[Rated]
+    most_harmful: list[Rated]
+    recently_demoted: list[Demoted]
+
+
+def stats(session: Session) -> Stats:
+    """How the playbook is doing (the `playbook-bot stats` report)."""
+    return Stats.model_validate(upkeep.stats(session))

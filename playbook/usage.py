@@ -271,6 +271,8 @@ def parse_agent_event(data: Any) -> AgentEvent:
     if success is not None and not isinstance(success, bool):
         raise InvalidInput("phaseSuccess must be true, false or absent")
     rank = data.get("rank")
+    if isinstance(rank, float) and rank.is_integer():
+        rank = int(rank)  # JSON does not tell 3 from 3.0, and JSON Schema calls both integers
     if rank is not None and (
         isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_RANK
     ):

@@ -1,91 +1,474 @@
-"""The agent API: agents outside GitHub/Jira read bullets and report loads and cites."""
+"""The agent API (/api/v1): typed routes described by OpenAPI 3.1, errors as problem+json.
+
+Every route needs a bearer token: the maintainer token (PLAYBOOK_API_TOKEN) may do
+everything; an agent token (PLAYBOOK_AGENT_TOKENS) reads, searches, records usage and
+proposes, within its scope. Who a caller is comes from the token alone.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Annotated, Any, Literal
 
-from flask import Blueprint, jsonify, request
+from flask import Response, g, jsonify, request
+from flask_openapi3 import APIBlueprint, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from playbook import db, fields, lifecycle, usage
-from playbook.errors import BulletNotFound, InvalidInput, PlaybookError
-from webhooks import signatures
-from webhooks.app import error, runtime
+from bot import callers
+from playbook import agents, db, fields, lifecycle, usage
+from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
+from webhooks import problems
+from webhooks.app import runtime
 from webhooks.intake import decode, parse
 
-blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
+# gunicorn refuses request lines over 4,094 bytes with an HTML page, and a character may take
+# 12 bytes percent-encoded: the query parameters of one route fit that together.
+SEARCH_Q_CHARS = 200
+URL_TICKET_CHARS = 120
+FILTER_CHARS = 150
+CURSOR_CHARS = 100
 # One request's events, and the length of its Idempotency-Key.
 MAX_EVENTS = 1000
 MAX_KEY_CHARS = 200
+# Characters Python's str.strip() drops: a value made only of these is empty to the playbook.
+# Spelled out because JSON Schema (ECMA) and Python disagree on what `\s` means.
+_BLANK = r"\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Text with something besides white space in it, and no NUL (PostgreSQL text cannot hold one).
+NONBLANK = rf"^[^\x00]*[^{_BLANK}][^\x00]*$"
+NO_NUL = r"^[^\x00]*$"
+LESSON_ID = rf"^[^{_BLANK},]+$"
 
 
-@blueprint.before_request
-def _authenticate() -> tuple[Any, int] | None:
-    token = runtime().settings.api_token
-    if not token:
-        return error(503, "the agent API is disabled; set PLAYBOOK_API_TOKEN to enable it")
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not signatures.same(given.strip(), token):
-        return error(401, "send Authorization: Bearer <PLAYBOOK_API_TOKEN>")
+def _json_integer(value: object) -> object:
+    # Pydantic's lax mode reads true as 1 and "5" as 5; a JSON body means what it says.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be an integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError("must be a whole number")
+    return int(value)
+
+
+BodyInt = Annotated[int, BeforeValidator(_json_integer)]
+LessonId = Annotated[str, Field(min_length=1, max_length=fields.BULLET_ID_CHARS)]
+TicketKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=fields.TICKET_KEY_CHARS,
+        pattern=NONBLANK,
+        description="A Jira key (CTMS-4410) or GitHub issue (owner/repo#12).",
+        examples=["CTMS-4410"],
+    ),
+]
+Reason = Annotated[str, Field(max_length=fields.REASON_CHARS, pattern=NO_NUL)]
+
+lessons_tag = Tag(name="lessons", description="Read, search and propose lessons.")
+maintain_tag = Tag(name="maintain", description="Approve, deprecate, restore (maintainers).")
+usage_tag = Tag(name="usage", description="Report the lessons work loaded and cited.")
+
+api = APIBlueprint(
+    "api",
+    __name__,
+    url_prefix="/api/v1",
+    abp_security=[{"bearer": []}],
+    abp_responses={
+        "400": problems.RESPONSE,
+        "401": problems.RESPONSE,
+        "default": problems.RESPONSE,
+    },
+)
+
+
+@api.before_request
+def _authenticate() -> Response | None:
+    settings = runtime().settings
+    if not settings.api_token and not settings.agent_tokens.strip():
+        return problems.problem(
+            503,
+            "the agent API is disabled; set PLAYBOOK_API_TOKEN (maintainer) or "
+            "PLAYBOOK_AGENT_TOKENS (agents) to enable it",
+        )
+    caller = callers.from_authorization(settings, request.headers.get("Authorization"))
+    if caller is None:
+        return problems.problem(
+            401,
+            "send Authorization: Bearer <token>, a PLAYBOOK_API_TOKEN or PLAYBOOK_AGENT_TOKENS "
+            "token",
+            field="Authorization",
+            headers={"WWW-Authenticate": 'Bearer realm="playbook-bot"'},
+        )
+    g.caller = caller
+    if request.method == "POST" and request.mimetype != "application/json":
+        return problems.problem(
+            415,
+            f"send the body as application/json, not {request.mimetype or 'nothing'}",
+            field="Content-Type",
+        )
     return None
 
 
-@blueprint.get("/bullets/<bullet_id>")
-def get_bullet(bullet_id: str) -> tuple[Any, int]:
-    """One bullet with its counters."""
-    try:
-        fields.bounded(bullet_id, "bullet id", fields.BULLET_ID_CHARS)
-    except InvalidInput as problem:
-        return error(400, str(problem))
-    try:
-        with db.transaction(runtime().engine) as session:
-            bullet = lifecycle.get(session, bullet_id)
-    except BulletNotFound as problem:
-        return error(404, str(problem))
-    data = lifecycle.as_dict(bullet)
+@api.errorhandler(PlaybookError)
+def _domain_problem(error: PlaybookError) -> Response:
+    if isinstance(error, BulletNotFound):
+        return problems.problem(404, str(error), field="id")
+    if isinstance(error, agents.Forbidden):
+        return problems.problem(403, str(error))
+    if isinstance(error, InvalidTransition):
+        return problems.problem(409, str(error))
+    field = getattr(error, "field", None)
+    return problems.problem(400, str(error), field=field)
+
+
+def _caller() -> agents.Caller:
+    return g.caller
+
+
+def _json(model: BaseModel, status: int = 200) -> Response:
+    return Response(model.model_dump_json(), status=status, mimetype="application/json")
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+class LessonPath(BaseModel):
+    """A lesson id in the path."""
+
+    id: LessonId = Field(description="The lesson id, e.g. pb-12.")
+
+
+class ListQuery(BaseModel):
+    """Filters and a page of the lessons list."""
+
+    status: agents.Status | None = None
+    scope: Annotated[str, Field(max_length=FILTER_CHARS, pattern=NO_NUL)] | None = None
+    learned_from: Annotated[str, Field(max_length=FILTER_CHARS, pattern=NO_NUL)] | None = None
+    limit: int = Field(agents.PAGE_SIZE, ge=1, le=agents.MAX_PAGE_SIZE)
+    cursor: Annotated[str, Field(max_length=CURSOR_CHARS, pattern=r"^[A-Za-z0-9_-]*$")] | None = (
+        Field(None, description="The `next_cursor` of the previous page.")
+    )
+
+
+class SearchQuery(BaseModel):
+    """A short task description to find lessons for (POST /search takes whole tickets)."""
+
+    q: str = Field(
+        min_length=1,
+        max_length=SEARCH_Q_CHARS,
+        pattern=NONBLANK,
+        description="What the task is about, e.g. the ticket's summary.",
+    )
+    k: int = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
+    ticket: (
+        Annotated[str, Field(min_length=1, max_length=URL_TICKET_CHARS, pattern=NONBLANK)] | None
+    ) = Field(None, description="Record the lessons returned as loaded for this ticket.")
+
+
+class SearchBody(BaseModel):
+    """A task description or a whole ticket's text to find lessons for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        min_length=1,
+        max_length=agents.QUERY_CHARS,
+        pattern=NONBLANK,
+        description="The ticket's text: first line the summary, then the description.",
+    )
+    k: BodyInt = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
+    ticket: TicketKey | None = Field(
+        None, description="Record the lessons returned as loaded for this ticket."
+    )
+
+
+class ProposeBody(BaseModel):
+    """A lesson an agent learned, and the ticket it learned it from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        min_length=1, max_length=fields.MAX_LESSON_CHARS, pattern=NONBLANK, examples=["..."]
+    )
+    learned_from: TicketKey
+    tags: list[Annotated[str, Field(max_length=fields.TAG_CHARS, pattern=NO_NUL)]] | None = Field(
+        None, max_length=fields.MAX_TAGS
+    )
+    scope: (
+        Annotated[str, Field(min_length=1, max_length=fields.SCOPE_CHARS, pattern=NONBLANK)] | None
+    ) = Field(None, description="Maintainers only; an agent's lessons go to its token's scope.")
+
+
+class ReasonBody(BaseModel):
+    """Why: recorded in the lesson's revision history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Reason | None = None
+
+
+class DeprecateBody(BaseModel):
+    """Why the lesson is deprecated: shown as its demoted_reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=fields.REASON_CHARS, pattern=NONBLANK)
+
+
+_EventLessonId = Annotated[
+    str, Field(min_length=1, max_length=fields.BULLET_ID_CHARS, pattern=LESSON_ID)
+]
+
+
+class UsageEvent(BaseModel):
+    """One load or cite, as agents write it to `.lesson-usage.jsonl`."""
+
+    event: Literal["loaded", "cited"]
+    lessonIds: (
+        _EventLessonId
+        | Annotated[list[_EventLessonId], Field(min_length=1, max_length=usage.MAX_IDS_PER_EVENT)]
+    ) = Field(description="The lessons: one id or a list.")
+    ticketId: TicketKey
+    phase: Annotated[str, Field(max_length=fields.PHASE_CHARS, pattern=NO_NUL)] | None = None
+    consumer: Annotated[str, Field(max_length=fields.CONSUMER_CHARS, pattern=NO_NUL)] | None = (
+        Field(None, description="Who used the lesson; by default the token's agent.")
+    )
+    phaseSuccess: bool | None = Field(None, description="For cites: did the work succeed?")
+    ts: agents.Timestamp | None = None
+    rank: int | None = Field(None, ge=0, le=usage.MAX_RANK)
+    queryId: Annotated[str, Field(max_length=fields.QUERY_ID_CHARS, pattern=NO_NUL)] | None = None
+
+
+# -- answers ----------------------------------------------------------------------------
+
+
+class BulletAnswer(BaseModel):
+    """A lesson in the answer shape of the first API version."""
+
+    status: Literal["ok"]
+    bullet: dict[str, Any]
+
+
+class UsageRecorded(BaseModel):
+    """How many usage events were new."""
+
+    status: Literal["recorded"]
+    events: int
+
+
+# -- routes -----------------------------------------------------------------------------
+
+
+@api.get(
+    "/lessons",
+    tags=[lessons_tag],
+    summary="List lessons",
+    responses={200: agents.LessonPage},
+)
+def list_lessons(query: ListQuery) -> Response:
+    """Lessons in id order, filtered by status, scope and source ticket; cursor pages."""
+    with db.transaction(runtime().engine) as session:
+        page = agents.list_lessons(
+            session,
+            _caller(),
+            status=query.status,
+            scope=query.scope,
+            learned_from=query.learned_from,
+            limit=query.limit,
+            cursor=query.cursor,
+        )
+    return _json(page)
+
+
+@api.get(
+    "/lessons/<id>",
+    tags=[lessons_tag],
+    summary="Get a lesson",
+    responses={200: agents.LessonDetail, 404: problems.RESPONSE},
+)
+def get_lesson(path: LessonPath) -> Response:
+    """A lesson with counters, status, its latest revisions and usage events."""
+    with db.transaction(runtime().engine) as session:
+        detail = agents.get_lesson(session, _caller(), _lesson_id(path.id))
+    return _json(detail)
+
+
+@api.get(
+    "/search",
+    tags=[lessons_tag],
+    summary="Search lessons for a task",
+    responses={200: agents.SearchAnswer},
+)
+def search(query: SearchQuery) -> Response:
+    """The lessons that fit a task, ranked as the bot ranks them for a new ticket."""
+    return _search(query.q, query.k, query.ticket)
+
+
+@api.post(
+    "/search",
+    tags=[lessons_tag],
+    summary="Search lessons for a whole ticket",
+    responses={200: agents.SearchAnswer},
+)
+def search_ticket(body: SearchBody) -> Response:
+    """Like GET /search, for a ticket's whole text (up to 10,000 characters)."""
+    return _search(body.query, body.k, body.ticket)
+
+
+def _search(text: str, k: int, ticket: str | None) -> Response:
+    settings = runtime().settings
+    with db.transaction(runtime().engine) as session:
+        answer = agents.search(
+            session, _caller(), text, k=k, ticket=ticket, max_chars=settings.comment_max_chars
+        )
+    return _json(answer)
+
+
+@api.post(
+    "/lessons",
+    tags=[lessons_tag],
+    summary="Propose a lesson",
+    responses={200: agents.ProposeAnswer, 201: agents.ProposeAnswer, 403: problems.RESPONSE},
+)
+def propose(body: ProposeBody) -> Response:
+    """Add a proposed lesson (201), or name the live lesson it nearly duplicates (200)."""
+    settings = runtime().settings
+    with db.transaction(runtime().engine) as session:
+        answer = agents.propose(
+            session,
+            _caller(),
+            body.text,
+            body.learned_from,
+            tags=body.tags,
+            scope=body.scope,
+            max_chars=settings.max_lesson_chars,
+        )
+    return _json(answer, 201 if answer.created else 200)
+
+
+_CHANGE = {
+    200: agents.Change,
+    403: problems.RESPONSE,
+    404: problems.RESPONSE,
+    409: problems.RESPONSE,
+}
+
+
+@api.post(
+    "/lessons/<id>/approve", tags=[maintain_tag], summary="Approve a proposal", responses=_CHANGE
+)
+def approve(path: LessonPath, body: ReasonBody) -> Response:
+    """Make a proposed lesson active (maintainer token)."""
+    with db.transaction(runtime().engine) as session:
+        change = agents.approve(session, _caller(), _lesson_id(path.id), body.reason)
+    return _json(change)
+
+
+@api.post(
+    "/lessons/<id>/deprecate", tags=[maintain_tag], summary="Deprecate a lesson", responses=_CHANGE
+)
+def deprecate(path: LessonPath, body: DeprecateBody) -> Response:
+    """Soft-deprecate a lesson with a reason (maintainer token); it is kept, not deleted."""
+    with db.transaction(runtime().engine) as session:
+        change = agents.deprecate(session, _caller(), _lesson_id(path.id), body.reason)
+    return _json(change)
+
+
+@api.post(
+    "/lessons/<id>/restore", tags=[maintain_tag], summary="Restore a lesson", responses=_CHANGE
+)
+def restore(path: LessonPath, body: ReasonBody) -> Response:
+    """Bring a deprecated or archived lesson back to active (maintainer token)."""
+    with db.transaction(runtime().engine) as session:
+        change = agents.restore(session, _caller(), _lesson_id(path.id), body.reason)
+    return _json(change)
+
+
+@api.get("/stats", tags=[lessons_tag], summary="Playbook statistics", responses={200: agents.Stats})
+def stats() -> Response:
+    """Lessons by status and scope, loads, cites, outcomes, coverage and cite rate."""
+    with db.transaction(runtime().engine) as session:
+        report = agents.stats(session)
+    return _json(report)
+
+
+@api.get(
+    "/bullets/<id>",
+    tags=[lessons_tag],
+    summary="Get a lesson (first API version)",
+    responses={200: BulletAnswer, 404: problems.RESPONSE},
+)
+def get_bullet(path: LessonPath) -> Response:
+    """One lesson with its counters, in the shape of the first API version."""
+    with db.transaction(runtime().engine) as session:
+        bullet = agents.visible(session, _caller(), _lesson_id(path.id))
+        data = lifecycle.as_dict(bullet)
     for key, value in data.items():
         if hasattr(value, "isoformat"):
             data[key] = value.isoformat()
-    return jsonify(status="ok", bullet=data), 200
+    return jsonify(status="ok", bullet=data)
 
 
-@blueprint.post("/usage")
-def post_usage() -> tuple[Any, int]:
+@api.post(
+    "/usage",
+    tags=[usage_tag],
+    summary="Record loads and cites",
+    responses={201: UsageRecorded, 404: problems.RESPONSE, 403: problems.RESPONSE},
+)
+def post_usage() -> Response:
     """Record loads and cites: one event or a list, in the `.lesson-usage.jsonl` shape.
 
     All or nothing: one bad event rejects the request, so an agent can fix and resend it.
     Every event names its ticket (``ticketId``), and each (ticket, lesson, kind) counts
     once, so a resent request records nothing twice with or without an Idempotency-Key.
     """
-    if request.mimetype != "application/json":
-        return error(415, "send the events as application/json")
     body = parse(decode(request.get_data(cache=True)), lists=True)
     items = body if isinstance(body, list) else [body]
     if len(items) > MAX_EVENTS:
-        return error(400, f"at most {MAX_EVENTS} events per request")
+        return problems.problem(400, f"at most {MAX_EVENTS} events per request", field="body")
     if not items:
-        return error(400, "no events in the body")
+        return problems.problem(400, "no events in the body", field="body")
+    caller = _caller()
     events = []
     for position, item in enumerate(items, start=1):
         try:
-            events.append(usage.parse_agent_event(item))
+            event = usage.parse_agent_event(item)
         except PlaybookError as problem:
-            return error(400, f"event {position}: {problem}")
+            return problems.problem(
+                400, f"event {position}: {problem}", field=f"body[{position - 1}]"
+            )
+        events.append(dataclasses.replace(event, consumer=event.consumer or caller.actor))
     # Agents written for earlier versions send an Idempotency-Key; it is still checked like
     # any header we read, though the ticket now makes every event count once by itself.
     key = request.headers.get("Idempotency-Key", "").strip()
     if len(key) > MAX_KEY_CHARS or not key.isascii():
-        return error(400, f"Idempotency-Key must be at most {MAX_KEY_CHARS} ASCII characters")
+        return problems.problem(
+            400,
+            f"Idempotency-Key must be at most {MAX_KEY_CHARS} ASCII characters",
+            field="Idempotency-Key",
+        )
     recorded = 0
     try:
         with db.transaction(runtime().engine) as session:
             for position, event in enumerate(events, start=1):
                 try:
+                    for bullet_id in event.bullet_ids:
+                        agents.visible(session, caller, bullet_id)
                     recorded += len(usage.record_agent_event(session, event))
                 except PlaybookError as problem:
                     raise _Rejected(position, problem) from None
     except _Rejected as rejected:
-        return error(422, f"event {rejected.position}: {rejected.problem}")
-    return jsonify(status="recorded", events=recorded), 201
+        status = 404 if isinstance(rejected.problem, BulletNotFound) else 400
+        return problems.problem(
+            status, f"event {rejected.position}: {rejected.problem}", field="lessonIds"
+        )
+    return _json(UsageRecorded(status="recorded", events=recorded), 201)
+
+
+def _lesson_id(value: str) -> str:
+    """A path id: one that cannot be an id is simply not found."""
+    try:
+        return fields.bullet_id(value)
+    except InvalidInput:
+        raise BulletNotFound(value.strip()[:64]) from None
 
 
 class _Rejected(Exception):
@@ -93,3 +476,26 @@ class _Rejected(Exception):
         super().__init__(str(problem))
         self.position = position
         self.problem = problem
+
+
+def document(spec: dict[str, Any]) -> None:
+    """Describe POST /usage's body in ``spec``: one event or a list (parsed by hand, so the
+    messages stay those agents already know)."""
+    schema = UsageEvent.model_json_schema(ref_template="#/components/schemas/{model}")
+    components = spec.setdefault("components", {}).setdefault("schemas", {})
+    components.update(schema.pop("$defs", {}))
+    components["UsageEvent"] = schema
+    event = {"$ref": "#/components/schemas/UsageEvent"}
+    spec["paths"]["/api/v1/usage"]["post"]["requestBody"] = {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        event,
+                        {"type": "array", "items": event, "minItems": 1, "maxItems": MAX_EVENTS},
+                    ]
+                }
+            }
+        },
+    }

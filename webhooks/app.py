@@ -6,7 +6,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Flask, current_app, jsonify
+from flask import Flask, Response, current_app, jsonify, redirect, request
+from flask.json.provider import DefaultJSONProvider
+from flask_openapi3 import Info, OpenAPI, SecurityScheme
 from sqlalchemy import Engine, exc
 from werkzeug.exceptions import HTTPException
 
@@ -16,6 +18,7 @@ from playbook import db
 from playbook.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
+_RETRY = {"Retry-After": "5"}
 
 
 @dataclass
@@ -45,41 +48,102 @@ def error(status: int, message: str, **extra: Any) -> tuple[Any, int]:
     return jsonify(status="error", message=message, **extra), status
 
 
+class _ParsedJSON(DefaultJSONProvider):
+    """Request bodies parsed like webhook bodies: strict UTF-8, bounded depth, no NaN."""
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        """The JSON value of a body; Refused (400) naming what is wrong with it."""
+        from webhooks.intake import decode, parse
+
+        return parse(decode(s) if isinstance(s, bytes) else s, lists=True)
+
+
+class _PlaybookOpenAPI(OpenAPI):
+    """The OpenAPI app, with the one hand-parsed request body described too."""
+
+    def generate_spec_json(self) -> None:
+        """The spec of the typed routes, plus POST /api/v1/usage's body."""
+        from webhooks import api
+
+        super().generate_spec_json()
+        api.document(self.spec_json)
+
+
+def _api_request() -> bool:
+    return request.path.startswith("/api/")
+
+
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> Flask:
     """Build the app; ``engine`` lets tests and the embedded server share one engine."""
-    from webhooks import api, github, health, jira
+    from importlib.metadata import version
+
+    from webhooks import api, github, health, jira, problems
     from webhooks.intake import Refused, database_down
 
     settings = settings or Settings()
     add_secrets(settings.secret_values())
-    app = Flask(__name__)
+    app = _PlaybookOpenAPI(
+        __name__,
+        info=Info(
+            title="playbook-bot agent API",
+            version=version("playbook-bot"),
+            description="Search, read, cite and propose lessons of the playbook. Send "
+            "`Authorization: Bearer <token>`: the maintainer token (PLAYBOOK_API_TOKEN) or an "
+            "agent token (PLAYBOOK_AGENT_TOKENS). Errors are RFC 9457 problems.",
+        ),
+        security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")},
+        doc_prefix="/api/v1",
+        doc_url="/openapi.json",
+        validation_error_status=400,
+        validation_error_model=problems.Problem,
+        validation_error_callback=problems.from_validation,
+    )
+    app.json = _ParsedJSON(app)
     # Werkzeug answers 413 itself once a body passes this, before any view reads it.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["playbook"] = Runtime(settings=settings, _engine=engine)
-    for blueprint in (github.blueprint, jira.blueprint, api.blueprint, health.blueprint):
+    for blueprint in (github.blueprint, jira.blueprint, health.blueprint):
         app.register_blueprint(blueprint)
+    app.register_api(api.api)
+    # The interactive docs: Swagger UI, served from the package's own files (no CDN).
+    app.add_url_rule("/api/v1/docs", "api_docs", lambda: redirect("/api/v1/swagger", code=302))
 
     @app.errorhandler(HTTPException)
-    def _http_error(problem: HTTPException) -> tuple[Any, int]:
-        return error(problem.code or 500, problem.description or problem.name)
+    def _http_error(problem: HTTPException) -> tuple[Any, int] | Response:
+        status = problem.code or 500
+        if _api_request():
+            # Keep the headers the exception carries (Allow on a 405).
+            headers = {
+                name: value for name, value in problem.get_headers() if name != "Content-Type"
+            }
+            return problems.problem(status, problem.description or problem.name, headers=headers)
+        return error(status, problem.description or problem.name)
 
     @app.errorhandler(Refused)
-    def _refused(problem: Refused) -> tuple[Any, int]:
+    def _refused(problem: Refused) -> tuple[Any, int] | Response:
+        if _api_request():
+            return problems.problem(problem.status, problem.message, field="body")
         return error(problem.status, problem.message)
 
     @app.errorhandler(DatabaseUnavailable)
     @app.errorhandler(exc.OperationalError)
     @app.errorhandler(exc.InterfaceError)
-    def _database_down(problem: Exception) -> tuple[Any, int]:
+    def _database_down(problem: Exception) -> tuple[Any, int] | Response:
         # The driver's message names the server and the role; it goes to the log, scrubbed,
         # and the caller learns only that it should come back later.
         log.error("database unavailable: %s", db.describe_error(problem))
+        if _api_request():
+            return problems.problem(
+                503, "the playbook database is unavailable; retry later", headers=_RETRY
+            )
         return database_down()
 
     @app.errorhandler(Exception)
-    def _unexpected(problem: Exception) -> tuple[Any, int]:
+    def _unexpected(problem: Exception) -> tuple[Any, int] | Response:
         # A sender retries on 5xx; say so plainly instead of a traceback page.
         log.exception("unhandled error")
+        if _api_request():
+            return problems.problem(500, "internal error; it is logged, please retry")
         return error(500, "internal error; the delivery was not stored, please retry")
 
     if settings.insecure_skip_verify:
