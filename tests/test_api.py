@@ -85,7 +85,7 @@ def test_post_one_event_and_a_list(client, seeded) -> None:
                 {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-9"},
                 {"event": "cited", "lessonIds": ["pb-404"], "ticketId": "CTMS-9"},
             ],
-            422,
+            404,
             "event 2: no bullet",
         ),
         ({"event": "cited", "lessonIds": ["pb-1"]}, 400, "event 1: ticketId is required"),

@@ -85,7 +85,12 @@ def test_every_door_answers_503_without_naming_the_database(down, stderr_logs) -
     for response in requests_while_down(down):
         assert response.status_code == 503, response.request.path
         body = response.get_json()
-        assert body["status"] == "error" and body["message"]
+        if response.request.path.startswith("/api/"):
+            # The agent API answers RFC 9457 problems.
+            assert response.mimetype == "application/problem+json"
+            assert body["status"] == 503 and body["detail"]
+        else:
+            assert body["status"] == "error" and body["message"]
         for leak in LEAKS:
             assert leak not in json.dumps(body), (response.request.path, leak)
     logged = stderr_logs()

@@ -343,7 +343,8 @@ def test_hostile_agent_headers(client, seeded: Engine, headers: dict[str, str], 
 def test_hostile_bullet_ids_in_the_path_are_4xx(client, seeded: Engine, bullet_id: str) -> None:
     response = client.get(f"/api/v1/bullets/{bullet_id}", headers=AUTH)
     assert response.status_code in (400, 404)
-    assert response.get_json()["status"] == "error"
+    assert response.mimetype == "application/problem+json"
+    assert response.get_json()["status"] == response.status_code
 
 
 def test_one_id_repeated_5000_times_is_one_cite(client, seeded: Engine) -> None:

@@ -77,7 +77,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     """Build the app; ``engine`` lets tests and the embedded server share one engine."""
     from importlib.metadata import version
 
-    from webhooks import api, github, health, jira, problems
+    from webhooks import api, github, health, jira, mcp_http, problems
     from webhooks.intake import Refused, database_down
 
     settings = settings or Settings()
@@ -98,11 +98,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         validation_error_model=problems.Problem,
         validation_error_callback=problems.from_validation,
     )
+    # Flask hands this to every request: get_json parses as the webhook intake does.
     app.json = _ParsedJSON(app)
     # Werkzeug answers 413 itself once a body passes this, before any view reads it.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["playbook"] = Runtime(settings=settings, _engine=engine)
-    for blueprint in (github.blueprint, jira.blueprint, health.blueprint):
+    for blueprint in (github.blueprint, jira.blueprint, health.blueprint, mcp_http.blueprint):
         app.register_blueprint(blueprint)
     app.register_api(api.api)
     # The interactive docs: Swagger UI, served from the package's own files (no CDN).

@@ -128,7 +128,9 @@ def _check_tree(payload: dict[str, Any] | list[Any], *, surrogates: bool) -> Non
             if surrogates:
                 for text in (key, child):
                     if isinstance(text, str) and not _encodable(text):
-                        raise Refused(400, f"{where[:100]} holds an unpaired UTF-16 surrogate")
+                        # The path may hold the surrogate itself: never echo it back.
+                        shown = where[:100].encode("utf-8", "backslashreplace").decode()
+                        raise Refused(400, f"{shown} holds an unpaired UTF-16 surrogate")
             if isinstance(child, dict | list):
                 stack.append((child, depth + 1, where))
 

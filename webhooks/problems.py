@@ -28,6 +28,7 @@ class Problem(BaseModel):
     detail: str = Field(description="What went wrong and how to fix it, in one sentence.")
     field: str | None = Field(None, description="The first wrong field, when one is to blame.")
     errors: list[FieldError] | None = Field(None, description="Every wrong field, when known.")
+    message: str = Field(description="The same as `detail`, for clients of the first version.")
 
 
 # The documented answer of every error response of the API.
@@ -50,6 +51,7 @@ def problem(
         title=HTTP_STATUS_CODES.get(status, "Error"),
         status=status,
         detail=detail,
+        message=detail,
         field=field,
         errors=errors,
     )
