@@ -286,10 +286,9 @@ def test_http_caller_without_a_token_is_refused_by_the_tools(engine: Engine, see
 
 
 def http_app(settings: Settings, engine: Engine) -> Flask:
-    """The real app, with the MCP blueprint (registered here until create_app does it)."""
+    """The real app, which serves MCP at /mcp."""
     app = create_app(settings, engine=engine)
-    if mcp_http.blueprint.name not in app.blueprints:
-        app.register_blueprint(mcp_http.blueprint)
+    assert mcp_http.blueprint.name in app.blueprints
     return app
 
 
