@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from click.testing import CliRunner
 from flask import Flask
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -102,6 +103,9 @@ async def check_tools_and_errors(client: Client, seeded: dict[str, str]) -> None
     )
     assert "invalid arguments" in error_text(
         await client.call_tool("search_lessons", {"query": "stripe", "k": "many"})
+    )
+    assert "less than or equal to 100" in error_text(
+        await client.call_tool("search_lessons", {"query": "stripe", "k": 101})
     )
     bogus = await client.call_tool(
         "record_usage", {"ticket": "CTMS-9", "lesson_ids": [seeded["stripe"]], "kind": "bogus"}
@@ -244,6 +248,22 @@ def test_stdio_logs_go_to_stderr(stdio, seeded, tmp_path: Path) -> None:
     run(session)
     # The protocol ran on stdout (the calls above worked); the server's log is on stderr.
     assert "get_lesson" in (tmp_path / "mcp-stderr.log").read_text()
+
+
+def test_mcp_command_fails_in_one_line_when_the_database_cannot_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "no-such-directory" / "playbook.db"
+    result = CliRunner().invoke(
+        main, ["mcp"], env={"PLAYBOOK_DATABASE_URL": f"sqlite:///{missing}"}
+    )
+    assert result.exit_code == 2
+    # Before any client connects, and with stdout left to the protocol.
+    assert result.stdout == ""
+    assert "cannot use the database" in result.stderr
 
 
 # -- in-process ---------------------------------------------------------------------------------
