@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 
 from bot import callers
 from bot.config import Settings
-from bot.logs import redact
 from playbook import agents, db
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
 
@@ -126,10 +125,14 @@ def build_server(
         try:
             with db.transaction(engine_factory()) as session:
                 return work(session, caller)
-        except (DatabaseUnavailable, exc.OperationalError, exc.InterfaceError) as error:
-            # The driver's text names the server and the role: it goes to the log, scrubbed;
-            # the agent learns only that the database is down.
-            log.error("database unavailable: %s", redact(db.describe_error(error)))
+        except DatabaseUnavailable as error:
+            # Its sentence names the setting or command to fix, for the operator reading the
+            # log; the agent can only retry.
+            log.error("database unavailable: %s", error)
+            raise DatabaseUnavailable(DATABASE_DOWN) from None
+        except (exc.OperationalError, exc.InterfaceError) as error:
+            # The driver's text names the server and the role; a few words of it are enough.
+            log.error("database unavailable: %s", db.describe_error(error))
             raise DatabaseUnavailable(DATABASE_DOWN) from None
 
     def run(ctx: Context, work: Callable[[Session, agents.Caller], T]) -> T:

@@ -53,8 +53,9 @@ def _build(state: Runtime) -> Any:
 
     # The runtime, not runtime(): tools run on the MCP loop's threads, outside the app context.
     server = build_server(state.settings, lambda: state.engine, bearer_caller(state.settings))
-    # The SDK's own ASGI app for one server; MCPServer.streamable_http_app() would wrap it in a
-    # Starlette app whose lifespan a WSGI server never starts.
+    # The session manager drives the low-level server MCPServer wraps. The public way to it,
+    # MCPServer.streamable_http_app(), is a Starlette app that only works once its lifespan
+    # has started, which nothing under a WSGI server would do.
     lowlevel = server._lowlevel_server
     # DNS-rebinding protection checks Host and Origin against a list of names. It guards
     # servers that trust whoever can reach them (a local server a web page could talk to);

@@ -7,15 +7,14 @@ import click
 from bot.cli.base import Context, pass_context
 
 
-@click.command()
+@click.command(
+    epilog="The agent's host starts this command and speaks MCP on its stdin and stdout; logs "
+    "go to stderr. The agent searches, reads, cites and proposes lessons as the local user "
+    "(PLAYBOOK_ACTOR, else mcp:<login>), in PLAYBOOK_AGENT_SCOPE (every scope when unset)."
+)
 @pass_context
 def mcp(ctx: Context) -> None:
-    """Serve the playbook to a local agent over MCP (stdio).
-
-    The agent's host starts this command and speaks MCP on its stdin and stdout, so nothing
-    else is written there: logs go to stderr. The agent searches, reads, cites and proposes
-    lessons as the local user, in PLAYBOOK_AGENT_SCOPE (every scope when unset).
-    """
+    """Serve the playbook to a local agent over MCP (stdio)."""
     from bot.mcp_server import build_server, local_caller
 
     settings = ctx.settings
