@@ -30,6 +30,10 @@ class EmbeddedServer(BaseApplication):  # type: ignore[misc]
             "worker_class": "gthread",
             "threads": threads,
             "accesslog": None,
+            # gunicorn's largest request line (its default is 4,094 bytes): a search query of
+            # non-Latin text percent-encodes to 9-12 bytes a character, and a line over the
+            # limit gets gunicorn's HTML error page instead of the API's problem+json.
+            "limit_request_line": 8190,
             "post_worker_init": self._start_worker,
             "worker_exit": self._stop_worker,
         }
