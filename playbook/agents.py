@@ -204,7 +204,7 @@ def visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
     checked = fields.bullet_id(bullet_id)
     bullet = session.get(Bullet, checked)
     if bullet is None or not caller.sees(bullet):
-        raise BulletNotFound(checked)
+        raise BulletNotFound(checked, "search_lessons or GET /api/v1/lessons lists the ids")
     return bullet
 
 
@@ -274,6 +274,7 @@ def search(
         max_chars=max_chars,
         record=key is not None,
         scopes=scopes,
+        consumer=caller.actor,
     )
     return SearchAnswer(
         query_id=result.query_id,

@@ -8,10 +8,10 @@ class PlaybookError(Exception):
 class BulletNotFound(PlaybookError):
     """No bullet has the given id."""
 
-    def __init__(self, bullet_id: str) -> None:
-        super().__init__(
-            f"no bullet with id {bullet_id!r}; `playbook-bot list --status all` shows ids"
-        )
+    def __init__(
+        self, bullet_id: str, hint: str = "`playbook-bot list --status all` shows ids"
+    ) -> None:
+        super().__init__(f"no bullet with id {bullet_id!r}; {hint}")
         self.bullet_id = bullet_id
 
 

@@ -298,6 +298,7 @@ class Retriever:
         record: bool = False,
         query_id: str | None = None,
         scopes: Iterable[str] | AllScopes | None = None,
+        consumer: str = "retrieval",
     ) -> SearchResult:
         """Rank the active lessons in the ticket's scope (and global) for ``ticket``.
 
@@ -331,7 +332,7 @@ class Retriever:
                 ticket_key=ticket.key,
                 ranks=[hit.rank for hit in hits],
                 query_id=query_id,
-                consumer="retrieval",
+                consumer=consumer,
                 # Once per ticket and lesson, as a comment's loads are: searching again for
                 # the same ticket shows the lesson again, it does not load it twice.
                 dedup_keys=[

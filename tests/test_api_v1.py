@@ -156,8 +156,12 @@ def test_search_ranks_like_the_bot_and_records_loads_once_per_ticket(api, seeded
     assert recorded["ticket"] == "CTMS-9" and recorded["loads_recorded"] >= 1
     again = api.post("/api/v1/search", json=whole, headers=AGENT).get_json()
     assert again["lessons"] == recorded["lessons"]
-    loads = api.get("/api/v1/lessons/pb-1", headers=AGENT).get_json()["loads"]
-    assert loads == 1
+    lesson = api.get("/api/v1/lessons/pb-1", headers=AGENT).get_json()
+    assert lesson["loads"] == 1
+    # The load is the agent's, as its token names it.
+    assert (
+        lesson["events"][0] | {"kind": "loaded", "consumer": "agent:claude"} == lesson["events"][0]
+    )
     many = api.get("/api/v1/search?q=the+and+lock+index+chromium+retry&k=50", headers=AGENT)
     assert many.status_code == 200 and len(many.get_json()["lessons"]) <= 10
     problem(api.get("/api/v1/search?q=retry&k=0", headers=AGENT), 400, "k")

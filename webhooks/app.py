@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from playbook.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 _RETRY = {"Retry-After": "5"}
+_ENGINE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -32,9 +34,12 @@ class Runtime:
     def engine(self) -> Engine:
         """The engine, with the SQLite schema created on first use."""
         if self._engine is None:
-            engine = db.make_engine(self.settings.database_url)
-            db.ensure_schema(engine)
-            self._engine = engine
+            # Two first requests at once would otherwise open two engines and leak one.
+            with _ENGINE_LOCK:
+                if self._engine is None:
+                    engine = db.make_engine(self.settings.database_url)
+                    db.ensure_schema(engine)
+                    self._engine = engine
         return self._engine
 
 
