@@ -44,8 +44,9 @@ and pull requests, ranked for the task at hand.
    the lessons returned are recorded as loaded for that ticket. `get_lesson` shows one lesson
    with its history; the resource playbook://lessons/{id} holds the same.
 2. Apply the lessons that fit. Cite each one you actually used: list the ids in the pull
-   request body (e.g. "Lessons used: pb-12, pb-31") and call `record_usage` with
-   `kind="cited"`, the ticket key and those ids. Whether the PR merges rates the lessons.
+   request body (e.g. "Lessons used: pb-12, pb-31"); the bot reads them there, and whether
+   the PR merges rates the lessons. For work that has no pull request, call `record_usage`
+   with `kind="cited"`, the ticket key and those ids instead.
 3. When you learn something a later task should know (a pitfall, a convention, a fix that
    worked), call `propose_lesson` with one short, self-contained lesson and `learned_from` set
    to the ticket key. It stays proposed until a maintainer approves it or the PR merges; a
