@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, select
+from werkzeug.serving import make_server
 
 from playbook import inbox
 from playbook.db import transaction
@@ -38,3 +43,17 @@ def put(engine: Engine, payload: str, event: str = "issues", action: str = "open
             **kw,
         )
         return session.scalars(select(Delivery.id).order_by(Delivery.id.desc())).first()
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """Serve a WSGI app with werkzeug on a free local port; yields its base URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Engine
-from werkzeug.serving import make_server
 
 from playbook import lifecycle
 from playbook.db import transaction
 from webhooks import create_app
+
+from support import serving
 
 MAINTAINER = "maintainer-token"
 AGENT = "agent-token-1"
@@ -54,14 +54,8 @@ def live_api(engine: Engine, settings) -> Iterator[str]:
         settings.model_copy(update={"api_token": MAINTAINER, "agent_tokens": f"ci:{AGENT}"}),
         engine=engine,
     )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join()
+    with serving(app) as url:
+        yield url
 
 
 @pytest.mark.parametrize("token", [MAINTAINER, AGENT], ids=["maintainer", "agent"])

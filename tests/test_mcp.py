@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy import Engine
-from werkzeug.serving import BaseWSGIServer, make_server
 
 from bot.config import Settings
 from bot.mcp_server import bearer_caller, build_server, local_caller
@@ -26,6 +24,8 @@ from playbook import db, lifecycle
 from playbook.models import Bullet, UsageEvent
 from webhooks import mcp_http
 from webhooks.app import create_app
+
+from support import serving
 
 TOOLS = {"search_lessons", "get_lesson", "record_usage", "propose_lesson"}
 MAINTAINER = "maintainer-secret-1"
@@ -326,17 +326,8 @@ def http_settings(database_url: str) -> Settings:
 @pytest.fixture
 def served(http_settings: Settings, engine: Engine) -> Iterator[str]:
     """The app served by werkzeug on a free local port; yields the MCP endpoint's URL."""
-    server: BaseWSGIServer = make_server(
-        "127.0.0.1", 0, http_app(http_settings, engine), threaded=True
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(http_app(http_settings, engine)) as url:
+        yield f"{url}/mcp"
 
 
 async def connect(

@@ -8,6 +8,7 @@ proposes, within its scope. Who a caller is comes from the token alone.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from flask import Response, g, jsonify, request
@@ -357,9 +358,7 @@ _CHANGE = {
 )
 def approve(path: LessonPath, body: ReasonBody) -> Response:
     """Make a proposed lesson active (maintainer token)."""
-    with db.transaction(runtime().engine) as session:
-        change = agents.approve(session, _caller(), _lesson_id(path.id), body.reason)
-    return _json(change)
+    return _change(agents.approve, path, body.reason)
 
 
 @api.post(
@@ -367,9 +366,7 @@ def approve(path: LessonPath, body: ReasonBody) -> Response:
 )
 def deprecate(path: LessonPath, body: DeprecateBody) -> Response:
     """Soft-deprecate a lesson with a reason (maintainer token); it is kept, not deleted."""
-    with db.transaction(runtime().engine) as session:
-        change = agents.deprecate(session, _caller(), _lesson_id(path.id), body.reason)
-    return _json(change)
+    return _change(agents.deprecate, path, body.reason)
 
 
 @api.post(
@@ -377,9 +374,12 @@ def deprecate(path: LessonPath, body: DeprecateBody) -> Response:
 )
 def restore(path: LessonPath, body: ReasonBody) -> Response:
     """Bring a deprecated or archived lesson back to active (maintainer token)."""
+    return _change(agents.restore, path, body.reason)
+
+
+def _change(action: Callable[..., agents.Change], path: LessonPath, reason: str | None) -> Response:
     with db.transaction(runtime().engine) as session:
-        change = agents.restore(session, _caller(), _lesson_id(path.id), body.reason)
-    return _json(change)
+        return _json(action(session, _caller(), _lesson_id(path.id), reason))
 
 
 @api.get("/stats", tags=[lessons_tag], summary="Playbook statistics", responses={200: agents.Stats})
