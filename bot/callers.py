@@ -25,7 +25,8 @@ def from_authorization(settings: Settings, header: str | None) -> Caller | None:
     if settings.api_token and same(given, settings.api_token):
         found = Caller(actor="api:maintainer", role="maintainer")
     for agent in settings.agents_by_token.values():
-        if same(given, agent.token) and found is None:
+        matched = same(given, agent.token) | same(given, agent.entry)
+        if matched and found is None:
             found = Caller(actor=f"agent:{agent.name}", role="agent", scope=agent.scope)
     return found
 

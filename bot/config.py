@@ -19,6 +19,9 @@ class AgentToken:
     name: str
     token: str
     scope: str | None
+    # The entry as written: accepted too, so a token that happens to contain a colon still
+    # works when it is sent whole.
+    entry: str = ""
 
 
 # `name:token` or `name@scope:token`; a bare token has no such prefix. Names and scopes are
@@ -39,10 +42,10 @@ def agent_tokens(value: str, default_scope: str | None) -> dict[str, AgentToken]
         named = _NAMED_TOKEN.fullmatch(entry)
         if named:
             token = named["token"].strip()
-            agent = AgentToken(named["name"], token, named["scope"] or default_scope)
+            agent = AgentToken(named["name"], token, named["scope"] or default_scope, entry)
         else:
             digest = hashlib.sha256(entry.encode()).hexdigest()[:8]
-            agent = AgentToken(f"agent-{digest}", entry, default_scope)
+            agent = AgentToken(f"agent-{digest}", entry, default_scope, entry)
         found[agent.token] = agent
     return found
 
@@ -239,6 +242,7 @@ class Settings(BaseSettings):
             self.jira_webhook_secret,
             self.api_token,
             *(agent.token for agent in self.agents_by_token.values()),
+            *(agent.entry for agent in self.agents_by_token.values()),
             self.github_token,
             self.jira_api_token,
             self.jira_pat,

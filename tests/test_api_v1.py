@@ -281,3 +281,26 @@ def test_the_api_is_off_without_any_token(engine: Engine, settings) -> None:
     ).test_client()
     body = problem(off.get("/api/v1/lessons", headers=AGENT), 503)
     assert "PLAYBOOK_AGENT_TOKENS" in body["detail"]
+
+
+def test_agent_tokens_name_the_agent_and_its_scope() -> None:
+    from bot import callers
+    from bot.config import Settings
+
+    settings = Settings(
+        PLAYBOOK_AGENT_TOKENS="plain-token, claude:tok-a, ci@acme/api:tok-b",
+        PLAYBOOK_AGENT_SCOPE="CTMS",
+        _env_file=None,
+    )
+
+    def who(token: str) -> tuple[str, str | None] | None:
+        caller = callers.from_authorization(settings, f"Bearer {token}")
+        return None if caller is None else (caller.actor, caller.scope)
+
+    assert who("tok-a") == ("agent:claude", "CTMS")
+    assert who("tok-b") == ("agent:ci", "acme/api")
+    # An entry sent whole still works, for tokens that hold a colon themselves.
+    assert who("claude:tok-a") == ("agent:claude", "CTMS")
+    assert who("plain-token")[0].startswith("agent:agent-")
+    assert who("claude") is None and who("tok") is None
+    assert {"tok-a", "tok-b", "plain-token"} <= set(settings.secret_values())
