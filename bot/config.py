@@ -116,6 +116,25 @@ class Settings(BaseSettings):
         "without their own scope and for `playbook-bot mcp`; unset, agents see every scope.",
     )
 
+    # The maintainers' web page (/ui).
+    ui_public_read: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_UI_PUBLIC_READ",
+        description="Show the read-only pages of /ui (lessons, proposals, stats) without a "
+        "login; changing anything, and deliveries, still need the maintainer token.",
+    )
+    ui_secure_cookie: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_UI_SECURE_COOKIE",
+        description="Send the /ui login cookie over HTTPS only; set it when served behind TLS.",
+    )
+    ui_session_hours: float = Field(
+        12.0,
+        gt=0,
+        validation_alias="PLAYBOOK_UI_SESSION_HOURS",
+        description="How long a /ui login lasts.",
+    )
+
     # The worker.
     worker_poll_seconds: float = Field(1.0, gt=0, validation_alias="PLAYBOOK_WORKER_POLL_SECONDS")
     worker_lease_seconds: float = Field(
@@ -253,6 +272,15 @@ class Settings(BaseSettings):
         key = self.github_app_private_key or ""
         values += [line for line in key.replace("\\n", "\n").splitlines() if "-----" not in line]
         return [str(value) for value in values if value]
+
+    @property
+    def github_web_url(self) -> str:
+        """Where people open GitHub pages: github.com, or the Enterprise host of the API URL."""
+        api = self.github_api_url.rstrip("/")
+        if api == "https://api.github.com":
+            return "https://github.com"
+        # GitHub Enterprise Server serves its API under /api/v3 on the web host.
+        return api.removesuffix("/api/v3")
 
     @property
     def jira_allowed(self) -> set[str]:

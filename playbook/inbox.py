@@ -300,13 +300,17 @@ def get(session: Session, delivery_key: str) -> Delivery:
     return delivery
 
 
-def listing(session: Session, status: str | None = None, limit: int = 50) -> list[Delivery]:
-    """The newest deliveries, optionally only those in one status."""
+def listing(
+    session: Session, status: str | None = None, limit: int = 50, *, before: int | None = None
+) -> list[Delivery]:
+    """The newest deliveries, optionally only those in one status, or older than row ``before``."""
     if status is not None and status not in DELIVERY_STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(DELIVERY_STATUSES)}")
     query = select(Delivery).order_by(Delivery.id.desc()).limit(limit)
     if status is not None:
         query = query.where(Delivery.status == status)
+    if before is not None:
+        query = query.where(Delivery.id < before)
     return list(session.scalars(query))
 
 

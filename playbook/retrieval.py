@@ -7,7 +7,7 @@ import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -152,6 +152,12 @@ class Retriever:
             if retriever is None:
                 retriever = _SHARED[engine] = cls()
             return retriever
+
+    def scope_names(self, session: Session) -> set[str]:
+        """The index's scope keys, up to date: active scopes, and proposed ones prefixed."""
+        self.sync(session)
+        with self._lock:
+            return set(self._index.scope_names())
 
     def sync(self, session: Session, *, save: bool = True, writing: bool = False) -> int:
         """Bring the index up to the database's playbook version; returns that version.
@@ -570,6 +576,43 @@ def record_shown(
         query_id=query_id,
         consumer="playbook-bot",
         dedup_keys=[_shown_key(ticket_key, hit.bullet_id) for hit in hits],
+    )
+    return len(events)
+
+
+def record_shown_ids(
+    session: Session, ticket_key: str, bullet_ids: Sequence[str], rank_by: str = "feedback"
+) -> int:
+    """Record the lessons a comment posted later shows (by id, ranked in order) as loads.
+
+    A comment kept while credentials were missing and posted afterwards has no search hits
+    at hand, only the ids it lists; they count once per ticket, as `record_shown`'s do.
+    Lessons removed from the playbook since are left out. Returns how many were new.
+    """
+    ids = list(dict.fromkeys(bullet_ids))
+    known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(ids)))) if ids else set()
+    shown = [bullet_id for bullet_id in ids if bullet_id in known]
+    query_id = uuid.uuid4().hex  # the search that chose them was not kept
+    session.add(
+        Retrieval(
+            ticket_key=ticket_key,
+            query_id=query_id,
+            rank_by=rank_by,
+            bullet_ids=shown,
+            at=clock.now(),
+        )
+    )
+    if not shown:
+        return 0
+    events = usage.record(
+        session,
+        "loaded",
+        shown,
+        ticket_key=ticket_key,
+        ranks=[ids.index(bullet_id) + 1 for bullet_id in shown],
+        query_id=query_id,
+        consumer="playbook-bot",
+        dedup_keys=[_shown_key(ticket_key, bullet_id) for bullet_id in shown],
     )
     return len(events)
 

@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     """Build the app; ``engine`` lets tests and the embedded server share one engine."""
     from importlib.metadata import version
 
-    from webhooks import api, github, health, jira, mcp_http, problems
+    from webhooks import api, github, health, jira, mcp_http, problems, ui
     from webhooks.intake import Refused, database_down
 
     settings = settings or Settings()
@@ -113,16 +113,17 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.register_api(api.api)
     # The interactive docs: Swagger UI, served from the package's own files (no CDN).
     app.add_url_rule("/api/v1/docs", "api_docs", lambda: redirect("/api/v1/swagger", code=302))
+    ui.install(app, settings)
 
     @app.errorhandler(HTTPException)
     def _http_error(problem: HTTPException) -> tuple[Any, int] | Response:
         status = problem.code or 500
+        # Keep the headers the exception carries (Allow on a 405).
+        headers = {name: value for name, value in problem.get_headers() if name != "Content-Type"}
         if _api_request():
-            # Keep the headers the exception carries (Allow on a 405).
-            headers = {
-                name: value for name, value in problem.get_headers() if name != "Content-Type"
-            }
             return problems.problem(status, problem.description or problem.name, headers=headers)
+        if ui.is_ui(request.path):
+            return ui.error_page(status, problem.description or problem.name, headers)
         return error(status, problem.description or problem.name)
 
     @app.errorhandler(Refused)
@@ -142,6 +143,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             return problems.problem(
                 503, "the playbook database is unavailable; retry later", headers=_RETRY
             )
+        if ui.is_ui(request.path):
+            return ui.error_page(503, "The playbook database is unavailable; retry later.", _RETRY)
         return database_down()
 
     @app.errorhandler(Exception)
@@ -150,6 +153,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         log.exception("unhandled error")
         if _api_request():
             return problems.problem(500, "internal error; it is logged, please retry")
+        if ui.is_ui(request.path):
+            return ui.error_page(500, "Something went wrong on the server; it is logged.")
         return error(500, "internal error; the delivery was not stored, please retry")
 
     if settings.insecure_skip_verify:

@@ -1,0 +1,141 @@
+"""The deliveries page of /ui: what arrived, what became of it, and what the bot posted."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from flask import abort, flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
+
+from bot import repost
+from bot.worker import Services
+from playbook import db, inbox, side_effects
+from playbook.errors import PlaybookError
+from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
+from webhooks.app import runtime
+from webhooks.ui import access
+
+PAGE_SIZE = 30
+# A payload is parsed for its ticket only up to this size: a page lists many deliveries.
+TICKET_PARSE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A side effect as the page shows it, with whether "Post now" can send it."""
+
+    row: SideEffect
+    unposted: bool
+    blocked_by: str | None  # why it cannot be posted yet (the setting to set), or None
+
+
+@dataclass(frozen=True)
+class Card:
+    """One delivery with its ticket and side effects."""
+
+    delivery: Delivery
+    ticket: str | None
+    effects: list[Effect]
+
+
+def ticket_of(delivery: Delivery) -> str | None:
+    """The ticket a delivery is about, read from its payload (a Jira key or owner/repo#n)."""
+    if len(delivery.payload) > TICKET_PARSE_BYTES:
+        return None
+    try:
+        payload = json.loads(delivery.payload)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict):
+        return None
+    issue = payload.get("issue")
+    if delivery.source == "jira":
+        key = issue.get("key") if isinstance(issue, dict) else None
+        return key if isinstance(key, str) and len(key) <= 200 else None
+    repo = payload.get("repository")
+    name = repo.get("full_name") if isinstance(repo, dict) else None
+    item = issue if isinstance(issue, dict) else payload.get("pull_request")
+    number = item.get("number") if isinstance(item, dict) else None
+    if isinstance(name, str) and len(name) <= 200 and type(number) is int:
+        return f"{name}#{number}"
+    return None
+
+
+def _cards(session: Any, rows: list[Delivery]) -> list[Card]:
+    effects = side_effects.for_deliveries(session, [row.delivery_id for row in rows])
+    services = _services()
+    cards = []
+    for row in rows:
+        mine = effects.get(row.delivery_id, [])
+        waiting = {effect.id for effect in side_effects.unposted(session, row.delivery_id)}
+        shown = [
+            Effect(
+                effect,
+                effect.id in waiting,
+                repost.can_post_now(services, effect) if effect.id in waiting else None,
+            )
+            for effect in mine
+        ]
+        ticket = next((e.ticket_key for e in mine if e.ticket_key), None) or ticket_of(row)
+        cards.append(Card(row, ticket, shown))
+    return cards
+
+
+def _services() -> Services:
+    runtime_ = runtime()
+    return Services(engine=runtime_.engine, settings=runtime_.settings)
+
+
+def deliveries() -> str | tuple[str, int]:
+    """The newest deliveries, by outcome, with errors, tracebacks and side effects."""
+    status = request.args.get("status", "").strip() or None
+    before_arg = request.args.get("before", "").strip()
+    problem = None
+    if status is not None and status not in DELIVERY_STATUSES:
+        problem, status = f"status must be one of {', '.join(DELIVERY_STATUSES)}", None
+    before = int(before_arg) if before_arg.isdigit() and len(before_arg) < 19 else None
+    with db.transaction(runtime().engine) as session:
+        rows = inbox.listing(session, status, PAGE_SIZE + 1, before=before)
+        more = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        html = render_template(
+            "deliveries.html",
+            cards=_cards(session, rows),
+            status=status,
+            statuses=DELIVERY_STATUSES,
+            older=rows[-1].id if more and rows else None,
+            problem=problem,
+        )
+    return (html, 400) if problem else html
+
+
+def delivery(delivery_id: str) -> str:
+    """One delivery with its payload."""
+    with db.transaction(runtime().engine) as session:
+        try:
+            row = inbox.get(session, delivery_id[:200])
+        except PlaybookError:
+            abort(404, f"there is no delivery {delivery_id[:64]!r}")
+        card = _cards(session, [row])[0]
+        try:
+            payload = json.dumps(json.loads(row.payload), indent=2, ensure_ascii=False)
+        except (ValueError, RecursionError):
+            payload = row.payload
+        return render_template("delivery.html", card=card, payload=payload[:200_000])
+
+
+def post_now(delivery_id: str) -> Response:
+    """Post the comments a delivery could not post when it ran (credentials were missing)."""
+    try:
+        done = repost.repost(_services(), delivery_id[:200])
+    except PlaybookError as problem:
+        flash(str(problem), "error")
+    else:
+        for result in done:
+            flash(str(result), "ok")
+    back = request.form.get("back", "")
+    return redirect(
+        access.safe_next(back) if back else url_for("ui.delivery", delivery_id=delivery_id)
+    )

@@ -1,0 +1,180 @@
+"""The lesson pages of /ui: the list with search, one lesson with its history, and proposals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flask import flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
+
+from playbook import agents, browse, db, fields, lifecycle
+from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
+from playbook.models import STATUSES
+from webhooks.app import runtime
+from webhooks.ui import access
+
+
+def lessons() -> str | tuple[str, int]:
+    """Lessons: search with the bot's retriever, filter, sort and page."""
+    args = {key: request.args.get(key, "") for key in ("q", "status", "scope", "ticket", "sort")}
+    args["page"] = request.args.get("page", "1")
+    problem = None
+    try:
+        filters = browse.Filters.parse(args)
+    except fields.FieldProblem as bad:
+        problem, filters = str(bad), browse.Filters()
+    with db.transaction(runtime().engine) as session:
+        page = browse.lessons(session, filters)
+        scopes = browse.scopes(session)
+        waiting = browse.proposal_count(session)
+        html = render_template(
+            "lessons.html",
+            page=page,
+            filters=filters,
+            scopes=scopes,
+            statuses=STATUSES,
+            sorts=browse.SORTS,
+            waiting=waiting,
+            problem=problem,
+            args={key: value for key, value in args.items() if value and key != "page"},
+        )
+    return (html, 400) if problem else html
+
+
+def lesson(bullet_id: str) -> str:
+    """One lesson: full text, links, demotion, revisions with diffs, and its timeline."""
+    with db.transaction(runtime().engine) as session:
+        bullet = _bullet(session, bullet_id)
+        revisions = browse.revisions(session, bullet.id)
+        return render_template(
+            "lesson.html",
+            bullet=bullet,
+            confidence=browse.confidence_of(bullet),
+            revisions=[(revision, browse.changes(revision)) for revision in revisions],
+            timeline=browse.timeline(session, bullet.id),
+        )
+
+
+def _bullet(session: Any, bullet_id: str) -> Any:
+    try:
+        return agents.visible(session, agents.Caller(actor="ui", role="maintainer"), bullet_id)
+    except (BulletNotFound, InvalidInput):
+        from flask import abort
+
+        abort(404, f"there is no lesson {bullet_id[:64]!r}")
+
+
+def _act(bullet_id: str, action: Callable[[Any, str], Any], done: str) -> Response:
+    """Run a change as the logged-in maintainer; say what happened, then show the lesson."""
+    target = url_for("ui.lesson", bullet_id=bullet_id)
+    try:
+        with db.transaction(runtime().engine) as session:
+            bullet = _bullet(session, bullet_id)
+            change = action(session, bullet.id)
+    except (InvalidTransition, InvalidInput) as problem:
+        flash(str(problem), "error")
+        return redirect(_back() or target)
+    changed = getattr(change, "changed", True)
+    flash(done if changed else f"{bullet_id} was already like that; nothing changed", "ok")
+    return redirect(_back() or target)
+
+
+def _back() -> str | None:
+    back = request.form.get("back", "")
+    return access.safe_next(back) if back else None
+
+
+def _reason(required: bool = False) -> str | None:
+    reason = fields.text(request.form.get("reason", ""), "reason", fields.REASON_CHARS)
+    if required and not reason:
+        raise InvalidInput("say why: the reason is shown with the lesson and in its history")
+    return reason or None
+
+
+def approve(bullet_id: str) -> Response:
+    """Approve a proposed lesson."""
+    return _act(
+        bullet_id,
+        lambda session, key: agents.approve(session, access.caller(), key, _reason()),
+        f"approved {bullet_id}: it is active and shown on tickets",
+    )
+
+
+def deprecate(bullet_id: str) -> Response:
+    """Deprecate a lesson with a reason."""
+    return _act(
+        bullet_id,
+        lambda session, key: agents.deprecate(
+            session, access.caller(), key, _reason(required=True) or ""
+        ),
+        f"deprecated {bullet_id}: it is no longer shown on tickets",
+    )
+
+
+def reject(bullet_id: str) -> Response:
+    """Reject a proposal: it is deprecated, with the reason given or a default one."""
+    who = access.actor() or "a maintainer"
+    return _act(
+        bullet_id,
+        lambda session, key: agents.deprecate(
+            session, access.caller(), key, _reason() or f"proposal rejected by {who}"
+        ),
+        f"rejected {bullet_id}",
+    )
+
+
+def restore(bullet_id: str) -> Response:
+    """Bring a deprecated or archived lesson back."""
+    return _act(
+        bullet_id,
+        lambda session, key: agents.restore(session, access.caller(), key, _reason()),
+        f"restored {bullet_id}: it is active again",
+    )
+
+
+def edit_form(bullet_id: str) -> str:
+    """The edit form of a lesson."""
+    with db.transaction(runtime().engine) as session:
+        bullet = _bullet(session, bullet_id)
+        return render_template("edit.html", bullet=bullet, problem=None, values=None)
+
+
+def edit(bullet_id: str) -> Response | tuple[str, int]:
+    """Save an edit: a revision by the logged-in maintainer, exactly like `bullets edit`."""
+    form = request.form
+    values = {
+        "text": form.get("text", ""),
+        "scope": form.get("scope", ""),
+        "learned_from": form.get("learned_from", ""),
+        "tags": [tag for tag in form.get("tags", "").split(",") if tag.strip()],
+    }
+    try:
+        with db.transaction(runtime().engine) as session:
+            bullet = _bullet(session, bullet_id)
+            change = lifecycle.edit(
+                session,
+                bullet.id,
+                actor=access.caller().actor,
+                reason=_reason(),
+                max_chars=runtime().settings.max_lesson_chars,
+                text=values["text"],
+                scope=values["scope"] or None,
+                learned_from=values["learned_from"],
+                tags=values["tags"],
+            )
+            changed = change.changed
+    except InvalidInput as problem:
+        with db.transaction(runtime().engine) as session:
+            bullet = _bullet(session, bullet_id)
+            html = render_template("edit.html", bullet=bullet, problem=str(problem), values=values)
+        return html, 400
+    flash(f"saved {bullet_id}" if changed else "nothing changed", "ok")
+    return redirect(url_for("ui.lesson", bullet_id=bullet_id))
+
+
+def proposals() -> str:
+    """Proposed lessons waiting for a maintainer."""
+    with db.transaction(runtime().engine) as session:
+        waiting = browse.proposals(session)
+        return render_template("proposals.html", proposals=waiting)

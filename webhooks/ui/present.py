@@ -1,0 +1,103 @@
+"""How /ui pages show values: times, percentages, and links to tickets and pull requests."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from flask import Flask
+
+from bot.config import Settings
+from playbook import clock
+
+# owner/repo#12, as the bot writes GitHub tickets and pull requests.
+_GITHUB_KEY = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100})#([0-9]{1,9})")
+_JIRA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,49}-[0-9]{1,12}")
+
+
+def when(value: datetime | None) -> str:
+    """A time in UTC, to the minute; a dash for none."""
+    if value is None:
+        return "—"
+    return f"{clock.to_utc(value):%Y-%m-%d %H:%M} UTC"
+
+
+def ago(value: datetime | None) -> str:
+    """How long ago, in the largest unit that fits ("3 days ago")."""
+    if value is None:
+        return "never"
+    seconds = max((clock.now() - clock.to_utc(value)).total_seconds(), 0)
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''} ago"
+    return "just now"
+
+
+def percent(value: float | None) -> str:
+    """0.4567 as "46%"; a dash when there is nothing to divide."""
+    return "—" if value is None else f"{value * 100:.0f}%"
+
+
+def short(text: str | None, chars: int = 140) -> str:
+    """The start of a text on one line, cut at a word."""
+    flat = " ".join((text or "").split())
+    if len(flat) <= chars:
+        return flat
+    return flat[:chars].rsplit(" ", 1)[0] + "…"
+
+
+def web_url(value: str | None) -> str | None:
+    """An http(s) URL as it is, or None: a javascript: or data: URL never becomes a link."""
+    if not value or len(value) > 2_048:
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    return value if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+class Links:
+    """Where a ticket key or pull request key opens: Jira's browse page or GitHub's."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.github = settings.github_web_url.rstrip("/")
+        self.jira = (settings.jira_url or "").rstrip("/") or None
+
+    def ticket(self, key: str | None) -> str | None:
+        """The page of a Jira issue or GitHub issue (GitHub forwards a PR's number to it)."""
+        if not key:
+            return None
+        found = _GITHUB_KEY.fullmatch(key)
+        if found:
+            owner, repo, number = found.groups()
+            return f"{self.github}/{quote(owner)}/{quote(repo)}/issues/{number}"
+        if self.jira and _JIRA_KEY.fullmatch(key):
+            return f"{self.jira}/browse/{quote(key.upper())}"
+        return None
+
+    def pull(self, key: str | None) -> str | None:
+        """The page of a pull request ``owner/repo#12``."""
+        found = _GITHUB_KEY.fullmatch(key or "")
+        if not found:
+            return None
+        owner, repo, number = found.groups()
+        return f"{self.github}/{quote(owner)}/{quote(repo)}/pull/{number}"
+
+
+def install(app: Flask, settings: Settings) -> None:
+    """Make the filters and the link maker available to every template."""
+    links = Links(settings)
+    filters: dict[str, Any] = {
+        "when": when,
+        "ago": ago,
+        "percent": percent,
+        "short": short,
+        "web_url": web_url,
+        "ticket_url": links.ticket,
+        "pull_url": links.pull,
+    }
+    app.jinja_env.filters.update(filters)

@@ -1,0 +1,30 @@
+"""The stats page of /ui: the loop per week as server-rendered SVG charts, and its totals."""
+
+from __future__ import annotations
+
+from flask import render_template
+
+from playbook import activity, agents, db
+from webhooks.app import runtime
+from webhooks.ui import access, charts
+
+WEEKS = 12
+
+
+def stats() -> str:
+    """Loads, cites, outcomes and demotions per week; coverage, cite rate, lessons by status."""
+    with db.transaction(runtime().engine) as session:
+        weeks = activity.weekly(session, weeks=WEEKS)
+        report = agents.stats(session)
+    nonce = access.nonce()
+    return render_template(
+        "stats.html",
+        report=report,
+        weeks=weeks,
+        charts={
+            "weekly": charts.weekly_chart(weeks, nonce=nonce),
+            "outcomes": charts.outcomes_chart(weeks, nonce=nonce),
+            "coverage": charts.coverage_chart(weeks, nonce=nonce),
+            "status": charts.status_chart(report.bullets.by_status, nonce=nonce),
+        },
+    )
