@@ -43,7 +43,8 @@ class Filters:
             raise fields.FieldProblem("status", f"must be one of {', '.join(STATUSES)}")
         scope = fields.text(args.get("scope") or "", "scope", fields.SCOPE_CHARS) or None
         ticket = fields.text(args.get("ticket") or "", "ticket", fields.TICKET_KEY_CHARS) or None
-        sort = (args.get("sort") or "").strip() or ("score" if q else "newest")
+        # "score" is the best match of a search; without one, the newest lessons come first.
+        sort = (args.get("sort") or "").strip() or "score"
         if sort not in SORTS:
             raise fields.FieldProblem("sort", f"must be one of {', '.join(SORTS)}")
         raw_page = (args.get("page") or "1").strip()
@@ -154,8 +155,7 @@ def _filtered(session: Session, filters: Filters, size: int) -> Page:
         .limit(size)
     )
     rows = [Row(bullet, confidence_of(bullet)) for bullet in session.scalars(query)]
-    notes = ["sorted by newest: a score needs a search"] if filters.sort == "score" else []
-    return Page(rows, total, page, pages, notes=notes)
+    return Page(rows, total, page, pages)
 
 
 def _by_words(session: Session, filters: Filters, size: int) -> Page:

@@ -49,6 +49,20 @@ def short(text: str | None, chars: int = 140) -> str:
     return flat[:chars].rsplit(" ", 1)[0] + "…"
 
 
+def shown(value: Any) -> str:
+    """A revision's old or new value: lists joined, ISO times as times, nothing as a dash."""
+    if value is None or value in ("", []):
+        return "—"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] == "T":
+        try:
+            return when(datetime.fromisoformat(value))
+        except ValueError:
+            return value
+    return str(value)
+
+
 def web_url(value: str | None) -> str | None:
     """An http(s) URL as it is, or None: a javascript: or data: URL never becomes a link."""
     if not value or len(value) > 2_048:
@@ -96,6 +110,7 @@ def install(app: Flask, settings: Settings) -> None:
         "ago": ago,
         "percent": percent,
         "short": short,
+        "shown": shown,
         "web_url": web_url,
         "ticket_url": links.ticket,
         "pull_url": links.pull,
