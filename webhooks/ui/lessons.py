@@ -22,7 +22,7 @@ def lessons() -> str | tuple[str, int]:
     problem = None
     try:
         filters = browse.Filters.parse(args)
-    except fields.FieldProblem as bad:
+    except InvalidInput as bad:
         problem, filters = str(bad), browse.Filters()
     with db.transaction(runtime().engine) as session:
         page = browse.lessons(session, filters)

@@ -1,0 +1,194 @@
+"""The web page's rules without a browser: who may see and change what, and hostile input."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from playbook import lifecycle
+from playbook.db import transaction
+from playbook.models import Bullet
+from webhooks import create_app
+
+TOKEN = "ui-maintainer-token"
+
+
+@pytest.fixture
+def make(engine: Engine, settings: Any):
+    """A test client of the app with the maintainer token, and settings changed as asked."""
+
+    def build(**changes: Any) -> Any:
+        app = create_app(settings.model_copy(update={"api_token": TOKEN, **changes}), engine=engine)
+        return app.test_client()
+
+    return build
+
+
+@pytest.fixture
+def lesson(engine: Engine) -> str:
+    with transaction(engine) as session:
+        return lifecycle.add(
+            session, "Retry webhooks with an idempotency key", learned_from="CTMS-1", actor="t"
+        ).bullet.id
+
+
+def _token(client: Any, path: str = "/ui/login") -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', client.get(path).text)
+    assert found, f"no CSRF token on {path}"
+    return found.group(1)
+
+
+def _log_in(client: Any, name: str = "carol") -> None:
+    answer = client.post(
+        "/ui/login", data={"token": TOKEN, "name": name, "csrf_token": _token(client)}
+    )
+    assert answer.status_code == 302, answer.text
+
+
+def test_every_page_needs_a_login_unless_public_read(make: Any, lesson: str) -> None:
+    client = make()
+    for path in ("/ui/", f"/ui/lessons/{lesson}", "/ui/proposals", "/ui/stats", "/ui/deliveries"):
+        answer = client.get(path)
+        assert answer.status_code == 302, path
+        assert answer.headers["Location"].startswith("/ui/login?next=")
+    public = make(ui_public_read=True)
+    for path in ("/ui/", f"/ui/lessons/{lesson}", "/ui/proposals", "/ui/stats"):
+        assert public.get(path).status_code == 200, path
+    # Deliveries carry payloads and tracebacks: never public.
+    assert public.get("/ui/deliveries").status_code == 302
+    assert "Deprecate" not in public.get(f"/ui/lessons/{lesson}").text
+
+
+def test_login_refuses_a_wrong_token_and_logins_are_off_without_one(make: Any) -> None:
+    client = make()
+    answer = client.post("/ui/login", data={"token": "guess", "csrf_token": _token(client)})
+    assert answer.status_code == 401
+    assert "not the maintainer token" in answer.text
+    off = make(api_token=None)
+    answer = off.post("/ui/login", data={"token": "anything", "csrf_token": _token(off)})
+    assert answer.status_code == 503
+    assert "set PLAYBOOK_API_TOKEN" in answer.text
+    weird = make()
+    answer = weird.post(
+        "/ui/login", data={"token": TOKEN, "name": "<b>x</b>", "csrf_token": _token(weird)}
+    )
+    assert answer.status_code == 401 and "<b>x</b>" not in answer.text
+
+
+def test_login_goes_back_only_to_this_site(make: Any) -> None:
+    client = make()
+    for target in ("https://evil.example/", "//evil.example/ui", "/ui\\@evil", "/api/v1/x"):
+        answer = client.post(
+            "/ui/login",
+            data={"token": TOKEN, "next": target, "csrf_token": _token(client)},
+        )
+        assert answer.headers["Location"] == "/ui/", target
+        client.get("/ui/logout")
+    answer = client.post(
+        "/ui/login", data={"token": TOKEN, "next": "/ui/stats", "csrf_token": _token(client)}
+    )
+    assert answer.headers["Location"] == "/ui/stats"
+
+
+def test_a_new_token_ends_old_sessions(make: Any, lesson: str, engine: Engine, settings: Any):
+    client = make()
+    _log_in(client)
+    assert client.get("/ui/").status_code == 200
+    rotated = create_app(
+        settings.model_copy(update={"api_token": "rotated-token"}), engine=engine
+    ).test_client()
+    rotated.set_cookie(
+        "playbook_ui", client.get_cookie("playbook_ui", path="/ui").value, path="/ui"
+    )
+    assert rotated.get("/ui/").status_code == 302
+
+
+def test_changes_need_the_csrf_token_and_a_login(make: Any, lesson: str, engine: Engine) -> None:
+    client = make()
+    answer = client.post(f"/ui/lessons/{lesson}/deprecate", data={"reason": "x"})
+    assert answer.status_code == 400
+    _log_in(client)
+    answer = client.post(f"/ui/lessons/{lesson}/deprecate", data={"reason": "x"})
+    assert answer.status_code == 400 and "Reload the page" in answer.text
+    token = _token(client, f"/ui/lessons/{lesson}")
+    answer = client.post(f"/ui/lessons/{lesson}/deprecate", data={"csrf_token": token})
+    assert answer.status_code == 302  # back to the lesson, with what to fix
+    with transaction(engine) as session:
+        assert session.get(Bullet, lesson).status == "active"  # type: ignore[union-attr]
+    answer = client.post(
+        f"/ui/lessons/{lesson}/deprecate", data={"csrf_token": token, "reason": "outdated"}
+    )
+    with transaction(engine) as session:
+        bullet = session.get(Bullet, lesson)
+        assert bullet is not None and bullet.status == "deprecated"
+        assert [r.actor for r in lifecycle.history(session, lesson)][-1] == "ui:carol"
+    logged_out = make()
+    answer = logged_out.post(
+        f"/ui/lessons/{lesson}/restore", data={"csrf_token": _token(logged_out)}
+    )
+    assert answer.status_code == 302 and "/ui/login" in answer.headers["Location"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("q=" + "x" * 201, "q"),
+        ("status=gone", "status"),
+        ("sort=random", "sort"),
+        ("page=0", "page"),
+        ("page=99999999999999999999", "page"),
+        ("scope=a%00b", "scope"),
+    ],
+)
+def test_bad_filters_are_a_400_naming_the_field(make: Any, query: str, field: str) -> None:
+    client = make(ui_public_read=True)
+    answer = client.get(f"/ui/?{query}")
+    assert answer.status_code == 400
+    assert field in answer.text
+
+
+def test_unknown_pages_and_ids_are_html_404s(make: Any) -> None:
+    client = make(ui_public_read=True)
+    for path in ("/ui/lessons/pb-404", "/ui/lessons/%00", "/ui/nowhere"):
+        answer = client.get(path)
+        assert answer.status_code == 404, path
+        assert answer.mimetype == "text/html"
+        assert answer.headers["X-Frame-Options"] == "DENY"
+    _log_in(client)
+    assert client.get("/ui/deliveries/999999").status_code == 404
+    assert client.get("/ui/deliveries?status=bogus").status_code == 400
+
+
+def test_text_from_outside_is_escaped_everywhere(make: Any, engine: Engine) -> None:
+    with transaction(engine) as session:
+        bullet = lifecycle.add(
+            session,
+            '<script>alert(1)</script> and "quotes"',
+            learned_from="<b>X-1</b>",
+            actor="t",
+            tags=["<i>t</i>"],
+            source_url="javascript:alert(1)",
+        ).bullet.id
+    client = make(ui_public_read=True)
+    for path in ("/ui/", f"/ui/lessons/{bullet}", "/ui/?q=script+alert+quotes"):
+        text = client.get(path).text
+        assert "<script>alert" not in text and "<b>X-1</b>" not in text, path
+        assert "&lt;script&gt;" in text, path
+    assert "javascript:" not in client.get(f"/ui/lessons/{bullet}").text
+
+
+def test_the_page_works_when_the_database_is_down(settings: Any) -> None:
+    down = settings.model_copy(
+        update={
+            "api_token": TOKEN,
+            "ui_public_read": True,
+            "database_url": "postgresql+psycopg://nobody:hunter2@127.0.0.1:1/none",
+        }
+    )
+    answer = create_app(down).test_client().get("/ui/")
+    assert answer.status_code == 503
+    assert "retry later" in answer.text
+    assert "hunter2" not in answer.text and "127.0.0.1:1" not in answer.text
