@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from sqlalchemy import Engine, select, update
 
 from playbook import clock, db, lifecycle, usage
-from playbook.models import Bullet, Delivery, Revision, SideEffect
+from playbook.models import Bullet, Delivery, PullRequest, Retrieval, Revision, SideEffect
 
 from browsing import Site, log_in
 from support import put
@@ -241,9 +241,44 @@ def test_a_dead_delivery_shows_its_traceback_and_the_comment_it_kept(
     expect(page.locator(".delivery")).to_have_count(0)
 
 
+def _history(engine: Engine, ids: dict[str, str]) -> None:
+    """Ten weeks of the loop: tickets searched, lessons shown and cited, PRs merged or not."""
+    now = clock.now()
+    with db.transaction(engine) as session:
+        for week in range(10):
+            at = now - timedelta(weeks=week, hours=1)
+            ticket = f"PROJ-{500 + week}"
+            shown = [ids["retry"], ids["flaky"]][: 1 + week % 2]
+            session.add(
+                Retrieval(
+                    ticket_key=ticket,
+                    query_id=f"q{week}",
+                    rank_by="feedback",
+                    bullet_ids=shown if week % 3 else [],
+                    at=at,
+                )
+            )
+            usage.record(session, "loaded", shown, ticket_key=ticket, ts=at)
+            pull = f"acme/api#{100 + week}"
+            usage.record(session, "cited", shown[:1], ticket_key=ticket, ts=at, pr_key=pull)
+            merged = week % 4 != 1
+            session.add(
+                PullRequest(
+                    key=pull,
+                    repo="acme/api",
+                    number=100 + week,
+                    state="merged" if merged else "closed",
+                    updated_at=at,
+                    closed_at=at + timedelta(minutes=30),
+                    merged_at=at + timedelta(minutes=30) if merged else None,
+                )
+            )
+
+
 def test_stats_draws_charts_without_breaking_the_policy(serve: Any, page_for: Any) -> None:
     site: Site = serve()
-    _seed(site.engine)
+    ids = _seed(site.engine)
+    _history(site.engine, ids)
     page = page_for(site)
     log_in(page, site)
     page.get_by_role("link", name="Stats").click()
@@ -253,6 +288,8 @@ def test_stats_draws_charts_without_breaking_the_policy(serve: Any, page_for: An
         box = charts.nth(index).bounding_box()
         assert box is not None and box["width"] > 200 and box["height"] > 100
     expect(page.locator(".tiles")).to_contain_text("coverage")
+    # Ten weeks of history: no chart says it has nothing to show.
+    expect(page.locator("figure.chart")).not_to_contain_text(["No activity yet"])
     site.shot(page, "stats")
     violations = [line for line in site.console if "Content Security Policy" in line]
     assert violations == []
@@ -336,3 +373,57 @@ def test_pages_fit_a_phone(serve: Any, page_for: Any) -> None:
         assert overflow <= 1, f"{path} scrolls sideways by {overflow}px at phone width"
     page.goto(f"{site.url}/ui/")
     site.shot(page, "lessons-phone")
+
+
+def test_post_now_posts_a_skipped_comment_once(serve: Any, page_for: Any) -> None:
+    from fakes.github import FakeGitHub
+
+    github = FakeGitHub()
+    github.personal_tokens.add("ghp_browser")
+    github.add_repo("acme/api")
+    github.add_issue("acme/api", 5, "Upstream 503s")
+    github.start()
+    try:
+        site: Site = serve(
+            github_token="ghp_browser",
+            github_api_url=github.url,
+            github_seconds_between_requests=0,
+            github_seconds_between_writes=0,
+        )
+        ids = _seed(site.engine)
+        with db.transaction(site.engine) as session:
+            guid = session.get(Delivery, int(ids["dead"])).delivery_id  # type: ignore[union-attr]
+            session.add(
+                SideEffect(
+                    delivery_id=guid,
+                    target="github",
+                    action="comment",
+                    ticket_key="acme/api#5",
+                    status="skipped",
+                    detail="GitHub is not configured: set GITHUB_TOKEN",
+                    body=f"Lessons that may help: {ids['retry']}",
+                    purpose="lessons",
+                    bullet_ids=[ids["retry"]],
+                    at=clock.now(),
+                )
+            )
+        page = page_for(site)
+        log_in(page, site)
+        page.goto(f"{site.url}/ui/deliveries")
+        card = page.locator(f"#delivery-{ids['dead']}")
+        card.get_by_role("button", name="Post now").click()
+        expect(page.locator(".flash.ok")).to_contain_text("posted the lessons comment")
+        posted = github.comments_on("acme/api", 5)
+        assert len(posted) == 1 and f"Lessons that may help: {ids['retry']}" in posted[0]["body"]
+        # Posted: the button is gone, and the comment is logged as done for the delivery.
+        expect(page.locator(f"#delivery-{ids['dead']}").get_by_role("button")).to_have_count(0)
+        expect(page.locator(f"#delivery-{ids['dead']}")).to_contain_text("posted")
+        again = page.request.post(
+            f"{site.url}/ui/deliveries/{ids['dead']}/post",
+            form={"csrf_token": "x"},
+            max_redirects=0,
+        )
+        assert again.status == 400
+        assert len(github.comments_on("acme/api", 5)) == 1
+    finally:
+        github.stop()

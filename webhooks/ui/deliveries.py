@@ -134,7 +134,7 @@ def post_now(delivery_id: str) -> Response:
         flash(str(problem), "error")
     else:
         for result in done:
-            flash(str(result), "ok")
+            flash(result.describe(), "ok")
     back = request.form.get("back", "")
     return redirect(
         access.safe_next(back) if back else url_for("ui.delivery", delivery_id=delivery_id)
