@@ -116,7 +116,7 @@ def test_deprecate_with_a_reason_then_restore(serve: Any, page_for: Any) -> None
     page.get_by_role("button", name=re.compile("^Deprecate")).click()
     expect(page.locator(".badge.status-active").first).to_be_visible()
 
-    page.get_by_placeholder(re.compile("Why is it wrong")).fill("CI now pins by digest instead")
+    page.get_by_label("Reason").fill("CI now pins by digest instead")
     page.get_by_role("button", name=re.compile("^Deprecate")).click()
     expect(page.locator(".flash.ok")).to_contain_text(f"deprecated {ids['flaky']}")
     expect(page.locator(".demoted")).to_contain_text("CI now pins by digest instead")
@@ -187,7 +187,7 @@ def test_approve_and_reject_proposals(serve: Any, page_for: Any) -> None:
     page.get_by_role("button", name=f"Approve {ids['proposal']}").click()
     expect(page.locator(".flash.ok")).to_contain_text(f"approved {ids['proposal']}")
     expect(page.locator(".proposal")).to_have_count(1)
-    page.get_by_label(f"Why reject {other}").fill("too vague to act on")
+    page.get_by_label(f"Reason to reject {other}").fill("too vague to act on")
     page.get_by_role("button", name=f"Reject {other}").click()
     expect(page.locator(".proposal")).to_have_count(0)
     with db.transaction(site.engine) as session:
