@@ -75,8 +75,23 @@ class Effects(Protocol):
         """The comment as Jira has it (None if Jira has no such comment)."""
 
 
+@dataclass(frozen=True)
+class CommentText:
+    """What a comment effect says: its text, its slot's purpose and the lessons it shows."""
+
+    body: str
+    purpose: str
+    bullet_ids: list[str] | None = None
+
+
 def log_effect(
-    engine: Engine, ref: TicketRef, action: str, status: str, detail: str | None = None
+    engine: Engine,
+    ref: TicketRef,
+    action: str,
+    status: str,
+    detail: str | None = None,
+    *,
+    comment: CommentText | None = None,
 ) -> None:
     """Append to the side-effect log (done, skipped with the setting to fix, or dry run)."""
     with db.transaction(engine) as session:
@@ -84,13 +99,23 @@ def log_effect(
             # Nothing left the process: a crash that forgets this line forgets no side effect,
             # and the worker need not wait for a disk flush per delivery without credentials.
             inbox.asynchronous_commit(session)
-        record_effect(session, ref, action, status, detail)
+        record_effect(session, ref, action, status, detail, comment=comment)
 
 
 def record_effect(
-    session: Session, ref: TicketRef, action: str, status: str, detail: str | None = None
+    session: Session,
+    ref: TicketRef,
+    action: str,
+    status: str,
+    detail: str | None = None,
+    *,
+    comment: CommentText | None = None,
 ) -> None:
-    """Append to the side-effect log in the caller's transaction."""
+    """Append to the side-effect log in the caller's transaction.
+
+    With ``comment``, its text is kept too: what was posted can be read back, and what
+    was skipped can be posted later (`deliveries repost`) exactly as it was written.
+    """
     session.add(
         SideEffect(
             delivery_id=None if current_delivery.get() == "-" else current_delivery.get(),
@@ -100,6 +125,10 @@ def record_effect(
             status=status,
             detail=detail,
             at=clock.now(),
+            body=comment.body if comment is not None else None,
+            purpose=comment.purpose if comment is not None else None,
+            bullet_ids=comment.bullet_ids if comment is not None else None,
+            installation_id=ref.installation_id,
         )
     )
 
@@ -309,6 +338,7 @@ class DryRunEffects:
 
 
 __all__ = [
+    "CommentText",
     "DryRunEffects",
     "Effects",
     "JiraCommentSeen",

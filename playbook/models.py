@@ -259,6 +259,8 @@ class SideEffect(Base):
     """An append-only log of what the bot did, or would have done, on GitHub and Jira."""
 
     __tablename__ = "side_effects"
+    # Finding whether a skipped comment was posted since looks its slot up by ticket.
+    __table_args__ = (Index("ix_side_effects_ticket_purpose", "ticket_key", "purpose"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     delivery_id: Mapped[str | None] = mapped_column(String(200), index=True)
@@ -268,6 +270,13 @@ class SideEffect(Base):
     status: Mapped[str] = mapped_column(String(16))  # done | skipped | dry_run
     detail: Mapped[str | None] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    # For comments: the text posted (or that would have been), its slot and the lessons it
+    # shows, so a comment skipped for want of credentials can be shown and posted later.
+    body: Mapped[str | None] = mapped_column(Text)
+    purpose: Mapped[str | None] = mapped_column(String(100))
+    bullet_ids: Mapped[list[str] | None] = mapped_column(JSON)
+    # The GitHub installation to post as; a TicketRef's key does not carry it.
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class WorkerHeartbeat(Base):

@@ -7,8 +7,8 @@ import json
 import click
 
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
-from playbook import inbox
-from playbook.models import DELIVERY_STATUSES, Delivery
+from playbook import inbox, side_effects
+from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
 
 
 def _payload(text: str) -> object:
@@ -42,6 +42,23 @@ def delivery_json(delivery: Delivery, *, payload: bool = False) -> dict[str, obj
         data["headers"] = delivery.headers
         data["payload"] = _payload(delivery.payload)
     return data
+
+
+def side_effect_json(effect: SideEffect) -> dict[str, object]:
+    """A side-effect log line as a JSON-ready dict, with the comment text it kept."""
+    return {
+        "id": effect.id,
+        "at": effect.at,
+        "target": effect.target,
+        "action": effect.action,
+        "ticket_key": effect.ticket_key,
+        "status": effect.status,
+        "detail": effect.detail,
+        "purpose": effect.purpose,
+        "bullet_ids": effect.bullet_ids,
+        "installation_id": effect.installation_id,
+        "body": effect.body,
+    }
 
 
 @click.group(name="deliveries")
@@ -82,9 +99,13 @@ def list_(ctx: Context, status: str | None, limit: int, as_json: bool) -> None:
 @click.argument("delivery")
 @pass_context
 def show(ctx: Context, delivery: str) -> None:
-    """One delivery with its headers, payload and last error (by row id or delivery GUID)."""
+    """One delivery with its headers, payload, last error and side effects (by id or GUID)."""
     with ctx.transaction() as session:
-        echo_json(delivery_json(inbox.get(session, delivery), payload=True))
+        row = inbox.get(session, delivery)
+        effects = side_effects.for_deliveries(session, [row.delivery_id])[row.delivery_id]
+        data = delivery_json(row, payload=True)
+        data["side_effects"] = [side_effect_json(effect) for effect in effects]
+    echo_json(data)
 
 
 @deliveries_group.command()
@@ -101,3 +122,22 @@ def replay(ctx: Context, delivery: str | None, status: str | None) -> None:
         else:
             count = inbox.replay(session, [inbox.get(session, delivery or "")])
     click.echo(f"queued {count} deliver{'y' if count == 1 else 'ies'} for processing")
+
+
+@deliveries_group.command()
+@click.argument("delivery")
+@pass_context
+def repost(ctx: Context, delivery: str) -> None:
+    """Post the comments a delivery skipped for missing credentials, once they are set."""
+    from bot.repost import CannotRepost
+    from bot.repost import repost as post_again
+    from bot.worker import Services
+
+    try:
+        results = post_again(Services(engine=ctx.engine, settings=ctx.settings), delivery)
+    except CannotRepost as error:
+        # Exit 1, not a usage error: the command was right, the bot cannot post (yet).
+        note(f"error: {error}")
+        raise SystemExit(1) from None
+    for result in results:
+        click.echo(result.describe())

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sqlalchemy.orm import Session
 
 from bot import claims
-from bot.effects import TicketRef, log_effect
+from bot.effects import CommentText, TicketRef, log_effect
 from bot.github import NotConfigured
 from bot.outcomes import Deferred, Ignored, PermanentError
 from playbook import comments, db
@@ -29,22 +29,28 @@ __all__ = ["Ignored", "PermanentError", "effect", "publish"]
 
 
 def effect(
-    services: Services, ref: TicketRef, action: str, call: Callable[[], T]
+    services: Services,
+    ref: TicketRef,
+    action: str,
+    call: Callable[[], T],
+    *,
+    comment: CommentText | None = None,
 ) -> tuple[bool, T | None]:
     """Run a side effect, logging it as done, or as skipped with the setting that enables it.
 
     The delivery's lease is renewed first: a worker that lost its delivery to another
-    worker raises LeaseLost here instead of acting twice.
+    worker raises LeaseLost here instead of acting twice. ``comment`` is the text a
+    comment effect posts, kept with its log line whatever the outcome.
     """
     claims.check()
     try:
         result = call()
     except NotConfigured as missing:
         log.warning("%s on %s skipped: %s", action, ref.key, missing)
-        log_effect(services.engine, ref, action, "skipped", str(missing))
+        log_effect(services.engine, ref, action, "skipped", str(missing), comment=comment)
         return False, None
     dry = type(services.out).__name__ == "DryRunEffects"
-    log_effect(services.engine, ref, action, "dry_run" if dry else "done")
+    log_effect(services.engine, ref, action, "dry_run" if dry else "done", comment=comment)
     return True, result
 
 
@@ -76,11 +82,13 @@ def publish(
     that records the comment (the lessons comment records its loads there).
     Returns None when nothing was sent.
     """
+    text = CommentText(body, purpose, bullet_ids)
     missing = services.out.missing(ref)
     if missing is not None:
-        # Without credentials nothing is posted: no need to reserve the slot at all.
+        # Without credentials nothing is posted: no need to reserve the slot at all. The
+        # text is kept, so a maintainer can post it once the credentials are set.
         log.warning("%s comment on %s skipped: %s", purpose, ref.key, missing)
-        log_effect(services.engine, ref, "comment", "skipped", missing)
+        log_effect(services.engine, ref, "comment", "skipped", missing, comment=text)
         return None
     holder, lease = _holder()
     ttl = lease or timedelta(seconds=services.settings.worker_lease_seconds)
@@ -103,6 +111,7 @@ def publish(
             lambda: services.out.upsert_comment(
                 ref, body, slot.external_id, marker=marker, adopt=slot.uncertain
             ),
+            comment=text,
         )
     except BaseException:
         # The outcome is unknown: the slot stays `posting`, so the next attempt looks first.

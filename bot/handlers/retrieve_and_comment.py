@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot import payloads, render
-from bot.effects import TicketRef, record_effect
+from bot.effects import CommentText, TicketRef, record_effect
 from bot.handlers.context import Ignored, publish
 from bot.handlers.router import Event, router
 from playbook import comments, db, inbox, retrieval
@@ -43,20 +43,19 @@ def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> 
             inbox.asynchronous_commit(session)
         if not fit:
             retrieval.record_shown(session, ref.key, [], result.query_id)
-        elif missing is not None:
-            record_effect(session, ref, "comment", "skipped", missing)
+        else:
+            # Rendered without credentials too: the skipped effect keeps the text, so the
+            # comment can be read and posted later exactly as it would have been.
+            body, shown = _comment(result.hits, markup, settings.comment_max_chars)
+            if missing is not None:
+                text = CommentText(body, comments.LESSONS, shown)
+                record_effect(session, ref, "comment", "skipped", missing, comment=text)
     if not fit:
         log.info("no lessons fit %s; no comment", ref.key)
         return
     if missing is not None:
         log.warning("%s comment on %s skipped: %s", comments.LESSONS, ref.key, missing)
         return
-    if result.hits:
-        body, shown = render.lessons_comment(
-            result.hits, markup=markup, max_chars=settings.comment_max_chars
-        )
-    else:
-        body, shown = render.no_lessons_comment(markup), []
     shown_hits = [hit for hit in result.hits if hit.bullet_id in shown]
     posted = publish(
         services,
@@ -72,6 +71,13 @@ def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> 
         log.info("lessons for %s unchanged; comment left as it is", ref.key)
     else:
         log.info("lessons %s on %s (comment %s)", ", ".join(shown) or "(none)", ref.key, posted)
+
+
+def _comment(hits: list[retrieval.Hit], markup: str, max_chars: int) -> tuple[str, list[str]]:
+    """The lessons comment's text and the ids it shows (none once no lesson fits any more)."""
+    if hits:
+        return render.lessons_comment(hits, markup=markup, max_chars=max_chars)
+    return render.no_lessons_comment(markup), []
 
 
 @router.register("jira", "jira:issue_created")
