@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import Engine, select
 
 from bot.config import Settings
@@ -21,6 +19,7 @@ from playbook.db import transaction
 from playbook.models import Retrieval, SideEffect, UsageEvent
 
 from fakes.github import FakeGitHub
+from loop_harness import rsa_pair
 from support import fixture_body
 
 APP_ID = 4242
@@ -38,18 +37,7 @@ SETTING = "GITHUB_APP_ID with GITHUB_APP_PRIVATE_KEY (or _FILE), or GITHUB_TOKEN
 @pytest.fixture(scope="module")
 def app_keys() -> tuple[str, str]:
     """An App private key (PEM) and its public key, made once: RSA generation is slow."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private, public
+    return rsa_pair()
 
 
 @dataclass

@@ -69,6 +69,26 @@ def _seed(engine: Engine) -> dict[str, str]:
     return {"retry": retry, "flaky": flaky, "proposal": proposal, "xss": xss, "dead": str(dead)}
 
 
+def _skipped_comment(engine: Engine, delivery: str, body: str, missing: str, lesson: str) -> None:
+    """A lessons comment the delivery could not post, kept with its text."""
+    with db.transaction(engine) as session:
+        guid = session.get(Delivery, int(delivery)).delivery_id  # type: ignore[union-attr]
+        session.add(
+            SideEffect(
+                delivery_id=guid,
+                target="github",
+                action="comment",
+                ticket_key="acme/api#5",
+                status="skipped",
+                detail=f"GitHub is not configured: set {missing}",
+                body=body,
+                purpose="lessons",
+                bullet_ids=[lesson],
+                at=clock.now() - timedelta(minutes=1),
+            )
+        )
+
+
 def test_log_in_search_and_open_a_lesson(serve: Any, page_for: Any) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
@@ -202,22 +222,8 @@ def test_a_dead_delivery_shows_its_traceback_and_the_comment_it_kept(
 ) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
-    with db.transaction(site.engine) as session:
-        guid = session.get(Delivery, int(ids["dead"])).delivery_id  # type: ignore[union-attr]
-        session.add(
-            SideEffect(
-                delivery_id=guid,
-                target="github",
-                action="comment",
-                ticket_key="acme/api#5",
-                status="skipped",
-                detail="GitHub is not configured: set GITHUB_APP_ID",
-                body="**Lessons that may help** <script>alert(2)</script>",
-                purpose="lessons",
-                bullet_ids=[ids["retry"]],
-                at=clock.now() - timedelta(minutes=1),
-            )
-        )
+    body = "**Lessons that may help** <script>alert(2)</script>"
+    _skipped_comment(site.engine, ids["dead"], body, "GITHUB_APP_ID", ids["retry"])
     page = page_for(site)
     log_in(page, site)
     page.get_by_role("link", name="Deliveries").click()
@@ -391,22 +397,8 @@ def test_post_now_posts_a_skipped_comment_once(serve: Any, page_for: Any) -> Non
             github_seconds_between_writes=0,
         )
         ids = _seed(site.engine)
-        with db.transaction(site.engine) as session:
-            guid = session.get(Delivery, int(ids["dead"])).delivery_id  # type: ignore[union-attr]
-            session.add(
-                SideEffect(
-                    delivery_id=guid,
-                    target="github",
-                    action="comment",
-                    ticket_key="acme/api#5",
-                    status="skipped",
-                    detail="GitHub is not configured: set GITHUB_TOKEN",
-                    body=f"Lessons that may help: {ids['retry']}",
-                    purpose="lessons",
-                    bullet_ids=[ids["retry"]],
-                    at=clock.now(),
-                )
-            )
+        body = f"Lessons that may help: {ids['retry']}"
+        _skipped_comment(site.engine, ids["dead"], body, "GITHUB_TOKEN", ids["retry"])
         page = page_for(site)
         log_in(page, site)
         page.goto(f"{site.url}/ui/deliveries")
