@@ -41,6 +41,11 @@ def _token(client: Any, path: str = "/ui/login") -> str:
     return found.group(1)
 
 
+def _ids(page: str) -> list[str]:
+    """The lesson ids of a lessons page, in order."""
+    return re.findall(r'class="id" data-label="Id"><a href="/ui/lessons/(pb-\d+)"', page)
+
+
 def _log_in(client: Any, name: str = "carol") -> None:
     answer = client.post(
         "/ui/login", data={"token": TOKEN, "name": name, "csrf_token": _token(client)}
@@ -192,3 +197,54 @@ def test_the_page_works_when_the_database_is_down(settings: Any) -> None:
     assert answer.status_code == 503
     assert "retry later" in answer.text
     assert "hunter2" not in answer.text and "127.0.0.1:1" not in answer.text
+
+
+def test_search_ranks_like_the_bot_and_finds_demoted_lessons_by_words(
+    make: Any, engine: Engine
+) -> None:
+    with transaction(engine) as session:
+        ids = [
+            lifecycle.add(session, text, learned_from=f"CTMS-{n}", actor="t").bullet.id
+            for n, text in enumerate(
+                (
+                    "Retry webhooks with an idempotency key",
+                    "Webhook retries need a dead letter queue for poison messages",
+                    "Format SQL migrations with a linter",
+                    "Old advice: retry webhooks forever",
+                )
+            )
+        ]
+        lifecycle.deprecate(session, ids[3], reason="retrying forever hides bugs", actor="t")
+    client = make(ui_public_read=True)
+    page = client.get("/ui/?q=webhook+retries").text
+    shown = _ids(page)
+    assert set(shown) == {ids[0], ids[1]}  # the deprecated one is not in the index
+    assert "ranked as the bot ranks them" in page
+    deprecated = client.get("/ui/?q=retry+forever&status=deprecated").text
+    assert re.findall(r'href="/ui/lessons/(pb-\d+)"', deprecated)[:1] == [ids[3]]
+    assert "matched by their words" in deprecated
+    # Sorting a search by another column keeps the same lessons.
+    by_cites = client.get("/ui/?q=webhook+retries&sort=cites").text
+    assert set(_ids(by_cites)) == {
+        ids[0],
+        ids[1],
+    }
+    # LIKE wildcards in the words are taken literally.
+    assert "No lesson" in client.get("/ui/?q=%25&status=deprecated").text
+
+
+def test_lessons_come_in_pages(make: Any, engine: Engine) -> None:
+    with transaction(engine) as session:
+        for n in range(30):
+            lifecycle.add(
+                session, f"Lesson number {n} about topic{n}", learned_from="X-1", actor="t"
+            )
+    client = make(ui_public_read=True)
+    first = client.get("/ui/?sort=newest").text
+    second = client.get("/ui/?sort=newest&page=2").text
+    ids = _ids
+    assert len(ids(first)) == 25 and len(ids(second)) == 5
+    assert not set(ids(first)) & set(ids(second))
+    assert "Page 1 of 2" in first and 'rel="next"' in first
+    # Past the last page shows the last page.
+    assert ids(client.get("/ui/?sort=newest&page=9").text) == ids(second)
