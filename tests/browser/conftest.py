@@ -28,9 +28,13 @@ def _chromium() -> str | None:
     return next((found for name in CANDIDATES if (found := shutil.which(name))), None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the run; skipped without one unless CI demands it."""
+    """One headless chromium per module; skipped without one unless CI demands it.
+
+    Not per session: Playwright's sync API keeps an asyncio loop running in the main thread
+    while it is open, and later tests that start their own loop (anyio, MCP) would fail.
+    """
     executable = _chromium()
     if executable is None:
         message = "no chromium found: apt-get install -y chromium (or set PLAYBOOK_CHROMIUM)"
