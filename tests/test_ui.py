@@ -248,3 +248,21 @@ def test_lessons_come_in_pages(make: Any, engine: Engine) -> None:
     assert "Page 1 of 2" in first and 'rel="next"' in first
     # Past the last page shows the last page.
     assert ids(client.get("/ui/?sort=newest&page=9").text) == ids(second)
+
+
+def test_guessing_the_token_is_slowed_down(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhooks.ui import access
+
+    monkeypatch.setattr(access, "_failures", {})
+    client = make()
+    token = _token(client)
+    answers = [
+        client.post("/ui/login", data={"token": f"guess-{n}", "csrf_token": token}).status_code
+        for n in range(access.FAILED_LOGINS + 1)
+    ]
+    assert answers == [401] * access.FAILED_LOGINS + [429]
+    # Even the right token waits: the address is blocked, not the guess.
+    blocked = client.post("/ui/login", data={"token": TOKEN, "csrf_token": token})
+    assert blocked.status_code == 429 and "wait a minute" in blocked.text
+    monkeypatch.setattr(access, "FAILED_WINDOW_SECONDS", 0.0)
+    assert client.post("/ui/login", data={"token": TOKEN, "csrf_token": token}).status_code == 302

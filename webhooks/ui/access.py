@@ -6,6 +6,9 @@ import hashlib
 import hmac
 import re
 import secrets
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
@@ -24,6 +27,41 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Who the login says it is: shown in revisions as ui:<name>, so keep it to a login's letters.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 TOKEN_CHARS = 1_000
+WRONG_TOKEN = "that is not the maintainer token (PLAYBOOK_API_TOKEN)"
+# Failed logins a client address may make per window before it has to wait: a token is long
+# and random, so this only stops a guessing loop from costing the server its constant-time
+# comparisons. Per process: each gunicorn worker counts its own.
+FAILED_LOGINS = 10
+FAILED_WINDOW_SECONDS = 60.0
+_failures: dict[str, deque[float]] = {}
+_failures_lock = threading.Lock()
+
+
+def _recent_failures(address: str, now: float) -> deque[float]:
+    seen = _failures.setdefault(address, deque())
+    while seen and now - seen[0] > FAILED_WINDOW_SECONDS:
+        seen.popleft()
+    if not seen:
+        del _failures[address]
+        return deque()
+    return seen
+
+
+def login_blocked(address: str) -> bool:
+    """Whether ``address`` failed to log in too often in the last minute."""
+    with _failures_lock:
+        return len(_recent_failures(address, time.monotonic())) >= FAILED_LOGINS
+
+
+def login_failed(address: str) -> None:
+    """Count a failed login of ``address``."""
+    now = time.monotonic()
+    with _failures_lock:
+        _recent_failures(address, now)
+        if len(_failures) > 10_000:  # many addresses at once: forget the oldest half
+            for key in list(_failures)[:5_000]:
+                del _failures[key]
+        _failures.setdefault(address, deque()).append(now)
 
 
 def configure(app: Flask, settings: Settings) -> None:
@@ -70,7 +108,7 @@ def log_in(settings: Settings, token: str, name: str) -> str | None:
         return "logins are off: set PLAYBOOK_API_TOKEN on the server"
     given = token.strip()[:TOKEN_CHARS]
     if not given or not same(given, settings.api_token):
-        return "that is not the maintainer token (PLAYBOOK_API_TOKEN)"
+        return WRONG_TOKEN
     name = name.strip()
     if name and not _NAME.fullmatch(name):
         return "a name is letters, digits and . _ @ - (up to 64), like a GitHub login"

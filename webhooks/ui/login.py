@@ -18,8 +18,15 @@ def login() -> str | Response | tuple[str, int]:
             return redirect(target)
         return render_template("login.html", problem=None, target=target, name="")
     name = request.form.get("name", "")[:64]
+    address = request.remote_addr or "-"
+    if access.login_blocked(address):
+        problem = "too many failed logins from your address; wait a minute and try again"
+        html = render_template("login.html", problem=problem, target=target, name=name)
+        return html, 429
     problem = access.log_in(settings, request.form.get("token", ""), name)
     if problem is not None:
+        if problem is access.WRONG_TOKEN:
+            access.login_failed(address)
         html = render_template("login.html", problem=problem, target=target, name=name)
         return html, 401 if settings.api_token else 503
     flash(f"logged in as {access.actor()}", "ok")
