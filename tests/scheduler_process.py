@@ -1,6 +1,8 @@
 """A process that tries to run a scheduled job repeatedly and logs when it ran (for tests).
 
-Run as `python tests/scheduler_process.py DATABASE_URL LOG_FILE ROUNDS`.
+Run as `python tests/scheduler_process.py DATABASE_URL LOG_FILE ROUNDS START_AT [unlocked]`:
+every process waits for the same START_AT (epoch seconds), so they really run side by side;
+`unlocked` runs the job without the lock, to show that the test sees overlaps when there are.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from playbook import db
 
 def main() -> None:
     """Try the job ROUNDS times; each run logs start and end times."""
-    url, log_file, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    url, log_file, rounds, start_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    unlocked = sys.argv[5:] == ["unlocked"]
     engine = db.make_engine(url)
     holder = f"proc-{os.getpid()}"
 
@@ -29,8 +32,12 @@ def main() -> None:
         finally:
             os.close(fd)
 
+    time.sleep(max(start_at - time.time(), 0))
     for _ in range(rounds):
-        run_exclusively(engine, "prune", holder, work)
+        if unlocked:
+            work()
+        else:
+            run_exclusively(engine, "prune", holder, work)
         time.sleep(0.01)
 
 

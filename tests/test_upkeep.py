@@ -98,10 +98,22 @@ def test_idle_window_edges(playbook: Engine) -> None:
     assert ids == ["pb-1", "pb-3"]
 
 
-def test_a_successful_cite_in_the_window_protects_a_bullet(playbook: Engine) -> None:
-    event(playbook, "cited", "pb-1", day=45, success=True)
+def test_any_use_in_the_window_protects_a_bullet(playbook: Engine) -> None:
+    event(playbook, "cited", "pb-1", day=45, success=False)
+    event(playbook, "loaded", "pb-2", day=45)
     ids = [c.bullet_id for c in prune(playbook, day=60).candidates]
-    assert "pb-1" not in ids
+    assert "pb-1" not in ids and "pb-2" not in ids
+
+
+@pytest.mark.parametrize(("success", "kept"), [(True, True), (False, False), (None, False)])
+def test_an_idle_bullet_is_kept_only_when_its_cites_helped(
+    playbook: Engine, success: bool | None, kept: bool
+) -> None:
+    # Cited before the idle window: the use no longer protects it, its outcome decides.
+    event(playbook, "cited", "pb-1", day=5, success=success)
+    report = prune(playbook, day=60)
+    assert ("pb-1" in [c.bullet_id for c in report.kept]) is kept
+    assert ("pb-1" in [c.bullet_id for c in report.candidates]) is not kept
 
 
 def test_only_active_bullets_are_candidates(playbook: Engine) -> None:
