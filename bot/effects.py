@@ -54,6 +54,9 @@ class JiraCommentSeen:
 class Effects(Protocol):
     """What handlers may do outside the database."""
 
+    # True when nothing leaves the process (a demo, a try-out): side effects log as dry_run.
+    dry_run: bool
+
     def missing(self, ref: TicketRef) -> str | None:
         """Why nothing can be posted on ``ref`` (the setting to set), or None if it can."""
 
@@ -73,6 +76,9 @@ class Effects(Protocol):
         self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen
     ) -> JiraCommentSeen | None:
         """The comment as Jira has it (None if Jira has no such comment)."""
+
+    def commit_messages(self, ref: TicketRef) -> list[str]:
+        """The commit messages of the pull request ``ref``."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,8 @@ def record_effect(
 
 class LiveEffects:
     """Talks to GitHub through PyGithub and to Jira through the `jira` client."""
+
+    dry_run = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -275,6 +283,12 @@ class LiveEffects:
         ids = [f["id"] for f in self.jira.client().fields() if f["name"] == field_name]
         return any(getattr(issue.fields, field_id, None) not in (None, "", []) for field_id in ids)
 
+    def commit_messages(self, ref: TicketRef) -> list[str]:
+        """The messages of the pull request's commits, as GitHub lists them."""
+        client = self.github.for_installation(ref.installation_id)
+        pull = client.get_repo(ref.repo or "").get_pull(ref.number or 0)
+        return [commit.commit.message for commit in pull.get_commits()]
+
     def jira_comment(
         self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen
     ) -> JiraCommentSeen | None:
@@ -298,6 +312,7 @@ class DryRunEffects:
     """
 
     echo: bool = True
+    dry_run: bool = True
     posted: list[tuple[str, str, str]] = field(default_factory=list)
     writers: set[str] = field(default_factory=set)
     flagged: set[str] = field(default_factory=set)
@@ -335,6 +350,10 @@ class DryRunEffects:
     ) -> JiraCommentSeen | None:
         """The comment as the payload claims it (a dry run has no Jira to ask)."""
         return claimed
+
+    def commit_messages(self, ref: TicketRef) -> list[str]:
+        """None: a dry run has no GitHub to ask."""
+        return []
 
 
 __all__ = [

@@ -49,7 +49,7 @@ def effect(
         log.warning("%s on %s skipped: %s", action, ref.key, missing)
         log_effect(services.engine, ref, action, "skipped", str(missing), comment=comment)
         return False, None
-    dry = type(services.out).__name__ == "DryRunEffects"
+    dry = services.out.dry_run
     log_effect(services.engine, ref, action, "dry_run" if dry else "done", comment=comment)
     return True, result
 

@@ -286,14 +286,7 @@ def cite_commits(services: Services, seen: PullRequestState, ticket: str | None)
     """Bullet ids in the PR's commit messages are cites too (they need the GitHub API)."""
     ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
 
-    def messages() -> list[str]:
-        client = services.out.github.for_installation(seen.installation_id)  # type: ignore[attr-defined]
-        pull = client.get_repo(seen.repo).get_pull(seen.number)
-        return [commit.commit.message for commit in pull.get_commits()]
-
-    if not hasattr(services.out, "github"):
-        return
-    done, found = effect(services, ref, "read_commits", messages)
+    done, found = effect(services, ref, "read_commits", lambda: services.out.commit_messages(ref))
     if not done or not found:
         return
     with db.transaction(services.engine) as session:
