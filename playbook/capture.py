@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from markdown_it import MarkdownIt
+
 # GitHub caps PR bodies and comments at 65,536 characters. Reading no more than that bounds the
 # work whatever a body holds; the patterns below also run in linear time on their own, as they
 # read untrusted text: possessive quantifiers (`*+`, `++`) never give back what no later part of
@@ -18,13 +20,16 @@ _HEADING = re.compile(
     re.IGNORECASE,
 )
 _HEADING_CHARS = 100  # no heading is longer; longer lines are not tried
-_ANY_HEADING = re.compile(r"^\s*+#{1,6}\s++\S")
-_ITEM = re.compile(r"^\s*+(?:[-*+]|\d++[.)])\s++(?:\[[ xX]\]\s++)?(.*)$")
+# A task list item's box, which CommonMark leaves in the item's text.
+_TASK_BOX = re.compile(r"\[[ xX]\][ \t]++")
 # `[^\S\n]` rather than `\s` after `^`: `\s*` crosses newlines, so from every line start it
 # would scan all the blank lines that follow.
 _COMMAND = re.compile(r"^[^\S\n]*+/(lesson|playbook)\b[ \t]*+(.*)$", re.IGNORECASE | re.MULTILINE)
 _ID = re.compile(r"^pb-\d++$", re.IGNORECASE)
 MIN_LESSON_CHARS = 12
+# CommonMark blocks, as GitHub's Markdown starts from. Only block structure is needed: inline
+# parsing (links, emphasis) is off, which also keeps runs of brackets from costing quadratic time.
+_MARKDOWN = MarkdownIt("commonmark").disable("inline")
 
 
 def _without_comments(text: str) -> str:
@@ -50,39 +55,55 @@ def _is_lessons_heading(line: str) -> bool:
     return len(stripped) <= _HEADING_CHARS and _HEADING.fullmatch(stripped) is not None
 
 
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 def lessons_in(body: str | None) -> list[str]:
     """The lessons listed under a "Lessons" (or "Lessons learned") heading of a PR body.
 
-    List items are lessons (continuation lines join their item); a section without a
-    list counts each paragraph. The section ends at the next Markdown heading.
+    The body is parsed as Markdown (CommonMark): the section starts at a heading, or a line
+    of its own, saying "Lessons" and ends at the next heading. Its list items are lessons,
+    at any depth, each with its continuation lines; a section without a list counts each
+    paragraph. Text is kept as written (its inline Markdown included).
     """
-    lines = _without_comments((body or "")[:BODY_CHARS]).splitlines()
-    start = next((i for i, line in enumerate(lines) if _is_lessons_heading(line)), None)
-    if start is None:
-        return []
-    section: list[str] = []
-    for line in lines[start + 1 :]:
-        if _ANY_HEADING.match(line) or _is_lessons_heading(line):
-            break
-        section.append(line)
-    items: list[list[str]] = []
-    paragraphs: list[list[str]] = [[]]
-    in_item = False
-    for line in section:
-        item = _ITEM.match(line)
-        if item:
-            items.append([item.group(1).strip()])
-            in_item = True
-        elif line.strip() and in_item and line.startswith((" ", "\t")):
-            items[-1].append(line.strip())  # a continuation line of the item above
-        elif line.strip():
-            in_item = False
-            paragraphs[-1].append(line.strip())
-        else:
-            in_item = False
-            paragraphs.append([])
-    found = [" ".join(words) for words in (items or paragraphs)]
-    return [text for text in found if len(text) >= MIN_LESSON_CHARS]
+    tokens = _MARKDOWN.parse(_without_comments((body or "")[:BODY_CHARS]))
+    inside = False
+    in_heading = False
+    lists = 0
+    items: list[str] = []
+    paragraphs: list[str] = []
+    for token in tokens:
+        kind = token.type
+        if kind == "heading_open":
+            if inside:
+                break
+            in_heading = True
+        elif kind == "heading_close":
+            in_heading = False
+        elif kind in ("bullet_list_open", "ordered_list_open"):
+            lists += 1
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            lists -= 1
+        elif kind == "inline":
+            lines = token.content.splitlines() or [""]
+            if in_heading:
+                inside = _is_lessons_heading(token.content)
+                continue
+            if lists == 0 and _is_lessons_heading(lines[0]):
+                # "Lessons:" on a line of its own, then maybe the first paragraph at once.
+                if inside:
+                    break
+                inside = True
+                lines = lines[1:]
+            if not inside:
+                continue
+            text = _one_line("\n".join(lines))
+            if lists:
+                items.append(_TASK_BOX.sub("", text, count=1) if text.startswith("[") else text)
+            elif text:
+                paragraphs.append(text)
+    return [text for text in (items or paragraphs) if len(text) >= MIN_LESSON_CHARS]
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from playbook.capture import Command, commands_in, lessons_in
 
 
@@ -56,3 +58,34 @@ def test_commands() -> None:
         Command("lesson", problem="write the lesson after /lesson"),
     ]
     assert commands_in("mentions /lesson mid-line are not commands") == []
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # Nested items are lessons of their own; an indented line continues its item.
+        (
+            "## Lessons\n- Retry webhooks with a key\n  and a cap\n  - Log the key on retries\n",
+            ["Retry webhooks with a key and a cap", "Log the key on retries"],
+        ),
+        # A setext heading, an ordered list, task boxes.
+        (
+            "Lessons learned\n---\n1. [x] Pin the database image\n2) [ ] Run migrations in CI\n",
+            ["Pin the database image", "Run migrations in CI"],
+        ),
+        # "Lessons:" on its own line, its paragraph right under it; code is not a lesson.
+        (
+            "Lessons:\nAlways set a timeout on HTTP calls\n\n```\nnot a lesson at all\n```\n",
+            ["Always set a timeout on HTTP calls"],
+        ),
+        # The section ends at the next heading, whatever its level.
+        (
+            "### Lessons\n- Cache the token per process\n# Notes\n- not a lesson here\n",
+            ["Cache the token per process"],
+        ),
+        # The word in a sentence is not a heading.
+        ("We learned lessons today:\n- nothing to keep from this\n", []),
+    ],
+)
+def test_lessons_sections_are_read_as_markdown(body: str, expected: list[str]) -> None:
+    assert lessons_in(body) == expected

@@ -179,7 +179,8 @@ def test_headings_with_space_inside_are_still_headings() -> None:
 
 def test_text_is_bounded_where_it_is_parsed() -> None:
     lesson = "Retry with jitter and a cap"
-    assert lessons_in(f"## Lessons\n- {lesson}\n" + "x" * 200_000) == [lesson]
+    # (A blank line ends the item: in Markdown, a line right after it would continue it.)
+    assert lessons_in(f"## Lessons\n- {lesson}\n\n" + "x" * 200_000) == [lesson]
     assert lessons_in("y" * 70_000 + f"\n## Lessons\n- {lesson}\n") == []
     assert commands_in("\n" * 70_000 + f"/lesson {lesson}") == []
     links = pull_request_links("t" * 2_000 + " CTMS-1", "b" * 2_000 + "-ctms-2", None, "a/b")
