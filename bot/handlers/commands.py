@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 from bot import payloads
 from bot.effects import JiraCommentSeen, TicketRef
 from bot.handlers.context import Ignored, effect, publish
-from bot.handlers.pull_requests import cite, scope_of
 from bot.handlers.router import Event, router
 from bot.jira import JiraAuthor, author_of
 from playbook import comments, db, lifecycle, tracking
 from playbook.capture import Command, commands_in
 from playbook.errors import PlaybookError
+from playbook.evidence import cite, scope_of
 
 if TYPE_CHECKING:
     from bot.worker import Services

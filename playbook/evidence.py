@@ -1,0 +1,95 @@
+"""What a pull request is evidence of: cites of lessons, lessons captured, and their scope."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from playbook import clock, lifecycle, usage
+from playbook.capture import lessons_in
+from playbook.links import bullet_ids
+from playbook.models import Bullet
+
+log = logging.getLogger(__name__)
+# Who changes the playbook when a PR's evidence does (captured lessons, demotions).
+ACTOR = "playbook-bot"
+
+
+def scope_of(ticket: str, repo: str) -> str:
+    """Lessons learned from a Jira ticket serve its project; from a GitHub issue, its repo."""
+    return repo if "#" in ticket else ticket.rsplit("-", 1)[0]
+
+
+def cite(
+    session: Session,
+    pr_key: str,
+    ticket: str | None,
+    text: str | None,
+    origin: str,
+    at: datetime | None = None,
+) -> int:
+    """Record the bullet ids in ``text`` as cites made in a PR, once per PR and bullet.
+
+    A PR that names pb-12 in its body, a commit and a review is one piece of evidence
+    about pb-12, so its outcome is one rating, not three. ``at`` is when the text was
+    written (backfill reads it from GitHub); by default, now.
+    """
+    ids = bullet_ids(text)
+    if not ids:
+        return 0
+    known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(ids))))
+    unknown = [bullet_id for bullet_id in ids if bullet_id not in known]
+    if unknown:
+        log.info("%s mentions unknown bullet ids %s; not cites", pr_key, ", ".join(unknown))
+    ids = [bullet_id for bullet_id in ids if bullet_id in known]
+    if not ids:
+        return 0
+    events = usage.record(
+        session,
+        "cited",
+        ids,
+        ticket_key=ticket,
+        phase=origin,
+        consumer="github",
+        pr_key=pr_key,
+        # A time from a payload or the API is GitHub's word, but never later than now: a
+        # cite from the future would look fresh, and keep its lesson from pruning, forever.
+        ts=min(clock.to_utc(at), clock.now()) if at is not None else None,
+        dedup_keys=[usage.once_key("cited", pr_key, i) for i in ids],
+    )
+    return len(events)
+
+
+def capture(
+    session: Session, body: str | None, ticket: str, repo: str, url: str | None
+) -> list[str]:
+    """Add the lessons of the body's Lessons section as proposed bullets; returns new ids.
+
+    A lesson already captured from this PR (in any status) is not captured again, so
+    an "opened" delivered after "closed" cannot bring back a demoted lesson.
+    """
+    added = []
+    earlier = (
+        list(session.scalars(select(Bullet.text).where(Bullet.source_url == url))) if url else []
+    )
+    for text in lessons_in(body):
+        if any(lifecycle.word_overlap(text, old) >= lifecycle.DUPLICATE_OVERLAP for old in earlier):
+            continue
+        result = lifecycle.add(
+            session,
+            text,
+            learned_from=ticket,
+            actor=ACTOR,
+            scope=scope_of(ticket, repo),
+            status="proposed",
+            source="pr_body",
+            source_url=url,
+            reason=f"Lessons section of {url or ticket}",
+        )
+        if result.created:
+            added.append(result.bullet.id)
+            earlier.append(text)
+    return added
