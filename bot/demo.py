@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from sqlalchemy import select
 
 from bot.config import Settings
 from bot.effects import DryRunEffects
 from bot.worker import Services, Worker
 from playbook import db, lifecycle, upkeep
-from playbook.models import Revision
 from webhooks import create_app
 from webhooks.signatures import sign
 
@@ -287,11 +285,7 @@ def run(echo: bool = True) -> dict[str, Any]:
             while worker.run_once():
                 pass
         with db.transaction(engine) as session:
-            changes = session.scalars(
-                select(Revision)
-                .where(Revision.action.in_(("deprecate", "restore", "approve")))
-                .order_by(Revision.id)
-            ).all()
+            changes = lifecycle.changes_of(session, ("deprecate", "restore", "approve"))
             click.echo("\nWhat the outcomes changed:")
             for revision in changes:
                 click.echo(f"  {revision.bullet_id}: {revision.action} ({revision.reason})")

@@ -12,12 +12,10 @@ from datetime import timedelta
 
 from github.HookDelivery import HookDeliverySummary
 from github.PaginatedList import PaginatedList
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from bot.github import GitHubClients
-from playbook import clock, db
-from playbook.models import Delivery
+from playbook import clock, db, inbox
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +58,7 @@ def reconcile(
     }
     report.failed = len(failed)
     with db.transaction(engine) as session:
-        known = set(
-            session.scalars(
-                select(Delivery.delivery_id).where(
-                    Delivery.source == "github", Delivery.delivery_id.in_(list(failed))
-                )
-            )
-        )
+        known = inbox.known(session, "github", list(failed))
     report.already_in_inbox = len(known)
     for guid, latest in failed.items():
         if guid in known:

@@ -15,12 +15,11 @@ from datetime import timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from playbook import clock, db, inbox, leases, retention, upkeep
-from playbook.models import Delivery
 
 log = logging.getLogger(__name__)
 
@@ -86,16 +85,7 @@ def retry_job(engine: Engine, settings: Settings) -> None:
     """
     since = clock.now() - timedelta(hours=72)
     with db.transaction(engine) as session:
-        dead = list(
-            session.scalars(
-                select(Delivery).where(
-                    Delivery.status == "dead",
-                    Delivery.error_kind == "transient",
-                    Delivery.received_at >= since,
-                )
-            )
-        )
-        count = inbox.replay(session, dead)
+        count = inbox.replay_transient(session, since)
     if count:
         log.info("retry: queued %d dead deliveries again", count)
 

@@ -327,6 +327,28 @@ def replay(session: Session, deliveries: Sequence[Delivery]) -> int:
     return len(deliveries)
 
 
+def known(session: Session, source: str, delivery_ids: Collection[str]) -> set[str]:
+    """Which of these delivery ids of ``source`` are in the inbox already."""
+    if not delivery_ids:
+        return set()
+    query = select(Delivery.delivery_id).where(
+        Delivery.source == source, Delivery.delivery_id.in_(list(delivery_ids))
+    )
+    return set(session.scalars(query))
+
+
+def replay_transient(session: Session, since: datetime) -> int:
+    """Queue again the deliveries received since ``since`` that died of passing trouble."""
+    dead = session.scalars(
+        select(Delivery).where(
+            Delivery.status == "dead",
+            Delivery.error_kind == "transient",
+            Delivery.received_at >= since,
+        )
+    )
+    return replay(session, list(dead))
+
+
 def replay_status(session: Session, status: str) -> int:
     """Queue every delivery in ``status`` (e.g. dead) again."""
     if status not in ("failed", "dead"):

@@ -716,6 +716,17 @@ def restore(session: Session, bullet_id: str, *, actor: str, reason: str | None 
     )
 
 
+def everything(session: Session) -> list[dict[str, Any]]:
+    """Every bullet with its counters, as `as_dict` gives them."""
+    return [as_dict(bullet) for bullet in session.scalars(select(Bullet))]
+
+
+def changes_of(session: Session, actions: Sequence[str]) -> list[Revision]:
+    """Every revision of the given actions (``deprecate``, ``restore``...), oldest first."""
+    query = select(Revision).where(Revision.action.in_(list(actions))).order_by(Revision.id)
+    return list(session.scalars(query))
+
+
 def history(session: Session, bullet_id: str) -> list[Revision]:
     """Every revision of a bullet, oldest first."""
     get(session, bullet_id)

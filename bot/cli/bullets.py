@@ -7,12 +7,11 @@ from datetime import datetime
 from typing import Any
 
 import click
-from sqlalchemy import select
 
 from bot.cli.base import Context, echo_json, note, pass_context
 from playbook import clock, lifecycle, usage
 from playbook.lifecycle import Change
-from playbook.models import STATUSES, Bullet, Revision
+from playbook.models import STATUSES, Revision
 
 
 def revision_json(revision: Revision) -> dict[str, Any]:
@@ -119,7 +118,7 @@ def list_(ctx: Context, status: str, scope: str | None, as_of: str | None, as_js
         if as_of is not None:
             rows = lifecycle.as_of(session, _parse_as_of(as_of))
         else:
-            rows = [lifecycle.as_dict(b) for b in session.scalars(select(Bullet))]
+            rows = lifecycle.everything(session)
     rows = [
         row
         for row in rows

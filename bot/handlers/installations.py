@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from bot import payloads
 from bot.handlers.router import Event, router
-from playbook import clock, db
-from playbook.models import Installation
+from playbook import db, installations
 
 if TYPE_CHECKING:
     from bot.worker import Services
@@ -24,13 +23,7 @@ def installation_changed(event: Event, services: Services) -> None:
     account = data.account.login if data.account else None
     status = "deleted" if event.action in ("deleted", "suspend") else "active"
     with db.transaction(services.engine) as session:
-        row = session.get(Installation, installation_id)
-        if row is None:
-            row = Installation(id=installation_id, created_at=clock.now())
-            session.add(row)
-        row.account = account
-        row.status = status
-        row.deleted_at = clock.now() if status == "deleted" else None
+        installations.record(session, installation_id, account, status)
     forget = getattr(services.out, "github", None)
     if status == "deleted" and forget is not None:
         forget.forget(installation_id)
