@@ -1,8 +1,16 @@
-"""Event handlers, one module per behaviour; importing this package registers them all."""
+"""Event handlers, one module per behaviour, each with its own router; combined here."""
 
 from bot.handlers import commands, installations, pull_requests, retrieve_and_comment
 from bot.handlers.context import Ignored, PermanentError
-from bot.handlers.router import IGNORED, Event, router
+from bot.handlers.router import IGNORED, Event, Router
+
+# Everything the bot handles: each feature's router, in the order their handlers run.
+router = Router(
+    commands.router,
+    installations.router,
+    pull_requests.router,
+    retrieve_and_comment.router,
+)
 
 __all__ = [
     "IGNORED",

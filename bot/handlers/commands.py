@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from bot import payloads
 from bot.effects import JiraCommentSeen, TicketRef
 from bot.handlers.context import Ignored, effect, publish
-from bot.handlers.router import Event, router
+from bot.handlers.router import Event, Router
 from bot.jira import JiraAuthor, author_of
 from playbook import comments, db, lifecycle, tracking
 from playbook.capture import Command, commands_in
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from bot.worker import Services
 
 log = logging.getLogger(__name__)
+router = Router()
 
 
 def run_commands(

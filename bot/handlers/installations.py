@@ -6,13 +6,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot import payloads
-from bot.handlers.router import Event, router
+from bot.handlers.router import Event, Router
 from playbook import db, installations
 
 if TYPE_CHECKING:
     from bot.worker import Services
 
 log = logging.getLogger(__name__)
+router = Router()
 
 
 @router.register("github", "installation")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from bot import payloads
 from bot.effects import TicketRef
 from bot.handlers.context import Ignored, effect
-from bot.handlers.router import Event, router
+from bot.handlers.router import Event, Router
 from playbook import clock, db, tracking
 from playbook.evidence import ACTOR, capture, cite, scope_of
 from playbook.links import pull_request_links
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from bot.worker import Services
 
 log = logging.getLogger(__name__)
+router = Router()
 __all__ = ["ACTOR", "Closer", "apply_pull_request", "capture", "cite", "scope_of"]
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from bot import payloads, render
 from bot.effects import CommentText, TicketRef, record_effect
 from bot.handlers.context import Ignored, publish
-from bot.handlers.router import Event, router
+from bot.handlers.router import Event, Router
 from playbook import comments, db, inbox, retrieval
 from playbook.text import Ticket
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from bot.worker import Services
 
 log = logging.getLogger(__name__)
+router = Router()
 
 # The fields whose change can change which lessons fit (Jira changelog field names).
 RETRIEVAL_FIELDS = {"summary", "description", "labels", "component", "components"}

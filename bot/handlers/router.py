@@ -67,10 +67,18 @@ IGNORED: frozenset[tuple[str, str]] = frozenset(
 
 
 class Router:
-    """Handlers keyed by (source, event, action); action None means every action."""
+    """Handlers keyed by (source, event, action); action None means every action.
 
-    def __init__(self) -> None:
+    Each feature module keeps its own router; ``Router(a.router, b.router)`` combines them
+    (as bedevere's ``routing.Router(*routers)`` does), so what the bot handles is listed in
+    one place and importing a module changes no router but its own.
+    """
+
+    def __init__(self, *routers: Router) -> None:
         self._handlers: dict[tuple[str, str, str | None], list[Handler]] = defaultdict(list)
+        for other in routers:
+            for key, handlers in other._handlers.items():
+                self._handlers[key].extend(handlers)
 
     def register(
         self, source: str, event: str, action: str | None = None
@@ -88,6 +96,3 @@ class Router:
         specific = self._handlers.get((event.source, event.name, event.action), [])
         general = self._handlers.get((event.source, event.name, None), [])
         return [*specific, *general] if event.action is not None else list(general)
-
-
-router = Router()
