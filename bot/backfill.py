@@ -124,10 +124,18 @@ def comments_while_open(pull: Any, seen: PullRequestState) -> list[tuple[str, da
     return found
 
 
+# Longer than anything worth looking back over, and far inside what a datetime can subtract.
+MAX_SPAN = timedelta(days=100 * 365)
+
+
 def parse_since(text: str) -> timedelta:
-    """``90d``, ``12h``, ``2w`` as a time span."""
-    units = {"h": "hours", "d": "days", "w": "weeks"}
-    value, unit = text[:-1], text[-1:].lower()
-    if unit not in units or not value.isdigit() or int(value) <= 0:
-        raise ValueError(f"{text!r} is not a span such as 90d, 12h or 2w")
-    return timedelta(**{units[unit]: int(value)})
+    """``90d``, ``12h``, ``2w`` as a time span (up to MAX_SPAN)."""
+    units = {"h": 3600, "d": 86400, "w": 7 * 86400}
+    value, unit = text[:-1].lstrip("0"), text[-1:].lower()
+    if unit not in units or not value.isascii() or not value.isdigit():
+        raise ValueError(f"{text[:20]!r} is not a span such as 90d, 12h or 2w")
+    # Compared in seconds first: timedelta overflows on a long enough number, and int()
+    # refuses one of thousands of digits.
+    if len(value) > 12 or int(value) * units[unit] > MAX_SPAN.total_seconds():
+        raise ValueError(f"{text[:20]!r} is longer than {MAX_SPAN.days // 365} years")
+    return timedelta(seconds=int(value) * units[unit])

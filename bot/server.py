@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.util import is_ipv6
 
 from bot.config import Settings
 from bot.worker import Services, start_thread
 from webhooks.app import create_app
 
 log = logging.getLogger(__name__)
+
+
+def bind_address(host: str, port: int) -> str:
+    """gunicorn's ``bind`` for ``host``: an IPv6 address goes in brackets, or it misreads it."""
+    return f"[{host}]:{port}" if is_ipv6(host) else f"{host}:{port}"
+
+
+def check_bind(host: str, port: int) -> None:
+    """Raise the OSError gunicorn would meet binding ``host:port``, before anything starts.
+
+    gunicorn would try a taken port five times a second apart, among its own log lines,
+    and exit 1 after `serve` said it listens; a probe bound the way gunicorn binds
+    (SO_REUSEADDR, so a port in TIME_WAIT after a restart is still free) fails at once on a
+    port in use, a privileged port or an address that is not this machine's.
+    """
+    family = socket.AF_INET6 if is_ipv6(host) else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
 
 
 class EmbeddedServer(BaseApplication):  # type: ignore[misc]
@@ -25,7 +46,7 @@ class EmbeddedServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, settings: Settings, host: str, port: int, threads: int = 4) -> None:
         self.settings = settings
         self.options = {
-            "bind": f"{host}:{port}",
+            "bind": bind_address(host, port),
             "workers": 1,
             "worker_class": "gthread",
             "threads": threads,

@@ -430,11 +430,18 @@ class _YamlReader:
                 )
         except yaml.MarkedYAMLError as error:
             mark = error.problem_mark or error.context_mark
+            where = f" at column {mark.column + 1}" if mark else ""
+            why = error.problem or ""
+            start = error.context_mark
+            if error.context and start and mark and start.line != mark.line:
+                # "while parsing a flow sequence" points at the `[` left open lines above.
+                why += f" {error.context} at line {start.line + 1}, column {start.column + 1}"
             raise BrokenFile(
-                mark.line + 1 if mark else 1, f"not valid YAML ({error.problem})"
+                mark.line + 1 if mark else 1, f"not valid YAML{where} ({why})"
             ) from None
         except yaml.YAMLError as error:
-            raise BrokenFile(1, f"not valid YAML ({error})") from None
+            # A ReaderError (bytes that are not text) spans lines; a problem is one line.
+            raise BrokenFile(1, f"not valid YAML ({' '.join(str(error).split())})") from None
         except RecursionError:
             raise BrokenFile(1, "not usable YAML (nested too deeply)") from None
         finally:

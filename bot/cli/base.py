@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import getpass
 import importlib
 import json
+import re
 import sys
+import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from playbook.errors import DatabaseUnavailable, PlaybookError
 
@@ -25,14 +29,61 @@ if TYPE_CHECKING:
     from bot.config import Settings
 
 
-class UserError(click.ClickException):
-    """An error the user caused and can fix: one sentence on stderr, exit code 2."""
+# An error's sentence is cut here: a pasted 100 KB argument must not become a 100 KB line.
+MAX_ERROR_CHARS = 1000
 
-    exit_code = 2
+
+def one_line(text: str) -> str:
+    """``text`` as a single line of at most MAX_ERROR_CHARS, scrubbed of the known secrets."""
+    from bot.logs import redact  # only once something failed: `--help` must stay light
+
+    text = " ".join(redact(text).split())
+    return text if len(text) <= MAX_ERROR_CHARS else f"{text[: MAX_ERROR_CHARS - 1]}…"
+
+
+class CommandError(click.ClickException):
+    """An error shown as one line on stderr, ``error: <what to fix>``, and a non-zero exit."""
+
+    exit_code = 1
 
     def show(self, file: Any = None) -> None:
         """Print the sentence without click's 'Error:' prefix noise about usage."""
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
+        click.echo(f"error: {one_line(self.format_message())}", err=True, file=file)
+
+
+class UserError(CommandError):
+    """Something in the command, a file or a setting is wrong and the user can fix it: exit 2."""
+
+    exit_code = 2
+
+
+class CommandFailed(CommandError):
+    """The command was right but could not finish (GitHub said no, the port is taken): exit 1."""
+
+    exit_code = 1
+
+
+class UsageLine(click.UsageError):
+    """click's usage error as one line that names the command's ``--help``: exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        """``error: <click's message> (see `playbook-bot CMD --help`)``."""
+        message = one_line(self.format_message()).rstrip(".")
+        message = message[:1].lower() + message[1:]  # click writes "No such option"
+        hint = f" (see `{self.ctx.command_path} --help`)" if self.ctx else ""
+        click.echo(f"error: {message}{hint}", err=True, file=file)
+
+
+def debugging(ctx: click.Context) -> bool:
+    """Whether ``--debug`` (or PLAYBOOK_DEBUG=1) asked for tracebacks."""
+    return bool(ctx.find_root().params.get("debug"))
+
+
+def show_traceback(error: BaseException) -> None:
+    """The full traceback of ``error`` on stderr, scrubbed of the known secrets."""
+    from bot.logs import redact
+
+    click.echo(redact("".join(traceback.format_exception(error))).rstrip("\n"), err=True)
 
 
 class PlaybookGroup(click.Group):
@@ -76,21 +127,139 @@ class PlaybookGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The root's own options; a mistake in them is one line too."""
+        try:
+            return super().parse_args(ctx, args)
+        except NoArgsIsHelpError:
+            raise  # `playbook-bot` alone prints its help
+        except click.UsageError as error:
+            raise UsageLine(error.format_message(), error.ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, translating expected failures into one clear sentence."""
+        """Run the command; whatever goes wrong ends as one line on stderr, never a traceback.
+
+        Expected failures say what to fix; anything else names its type and message and
+        points at ``--debug``, which prints the traceback of any failure first.
+        """
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, NoArgsIsHelpError, UsageLine):
+            raise
+        except CommandError as error:
+            # `raise UserError(...) from None` still keeps what it replaced as the context.
+            cause = error.__cause__ or error.__context__
+            if cause is not None and debugging(ctx):
+                show_traceback(cause)
+            raise
+        except click.UsageError as error:
+            raise UsageLine(error.format_message(), error.ctx) from None
+        except click.ClickException as error:
+            failure = CommandError(error.format_message())
+            failure.exit_code = error.exit_code
+            raise failure from None
         except (PlaybookError, DatabaseUnavailable) as error:
+            if debugging(ctx):
+                show_traceback(error)
             raise UserError(str(error)) from None
         except Exception as error:
-            from pydantic import ValidationError  # loaded by then: settings are read first
+            if isinstance(error, OSError) and error.errno == errno.EPIPE:
+                raise  # the reader went away (`list | head`): click exits quietly
+            if debugging(ctx):
+                show_traceback(error)
+            pydantic = sys.modules.get("pydantic")  # settings are read before any command
+            if pydantic is not None and isinstance(error, pydantic.ValidationError):
+                raise UserError(invalid_settings(error)) from None
+            raise CommandFailed(unexpected(error, debug=debugging(ctx))) from None
 
-            if not isinstance(error, ValidationError):
-                raise
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-            )
-            raise UserError(f"invalid setting ({problems})") from None
+
+def invalid_settings(error: Any) -> str:
+    """A pydantic ValidationError of the settings as one sentence naming each setting."""
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
+        for problem in error.errors()
+    )
+    return f"invalid setting ({problems})"
+
+
+def unexpected(error: BaseException, *, debug: bool) -> str:
+    """An error nobody planned for: its type and message, and where to find the traceback."""
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return text if debug else f"{text} (run with --debug for the traceback)"
+
+
+@contextmanager
+def github_errors(settings: Settings, *, repo: str | None = None) -> Iterator[None]:
+    """Turn GitHub's refusals, an unreachable API or an unusable App key into one sentence.
+
+    ``repo`` is what a 404 is about (backfill's --repo); without it a 404 means the URL.
+    """
+    import requests
+    from github.GithubException import GithubException
+    from jwt.exceptions import InvalidKeyError
+
+    try:
+        yield
+    except InvalidKeyError as error:
+        if settings.github_app_private_key:
+            what = "GITHUB_APP_PRIVATE_KEY is not a PEM private key"
+        else:
+            path = settings.github_app_private_key_file
+            what = f"GITHUB_APP_PRIVATE_KEY_FILE {path} does not hold a PEM private key"
+        raise UserError(
+            f"{what}: use the .pem file GitHub generated for the App, whole, "
+            "from -----BEGIN to -----END"
+        ) from error
+    except GithubException as error:
+        raise CommandFailed(github_refusal(error, settings, repo)) from error
+    except requests.Timeout as error:
+        raise CommandFailed(
+            f"GitHub at {settings.github_api_url} did not answer within "
+            f"{settings.http_timeout_seconds:g} s: try again, or raise PLAYBOOK_HTTP_TIMEOUT"
+        ) from error
+    except requests.ConnectionError as error:
+        found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(error))
+        why = found.group(1).strip().lower() if found else "no connection"
+        raise CommandFailed(
+            f"cannot reach GitHub at {settings.github_api_url} ({why}): "
+            "check GITHUB_API_URL and the network"
+        ) from error
+
+
+def github_refusal(error: Any, settings: Settings, repo: str | None) -> str:
+    """What a GitHub error answer means and what to change, naming the settings in use."""
+    status = error.status
+    said = error.data.get("message") if isinstance(error.data, dict) else None
+    detail = f"{status}: {said}" if said else str(status)
+    answer = f"{status} ({said})" if said else str(status)
+    app = bool(settings.github_app_id)
+    credentials = "GITHUB_TOKEN"
+    if app:
+        key = "PRIVATE_KEY" if settings.github_app_private_key else "PRIVATE_KEY_FILE"
+        credentials = f"GITHUB_APP_ID and GITHUB_APP_{key}"
+    if status == 401:
+        return f"GitHub refused the credentials ({detail}): check {credentials}"
+    headers = {k.lower(): v for k, v in (error.headers or {}).items()}
+    if status in (403, 429) and headers.get("x-ratelimit-remaining") == "0":
+        reset = headers.get("x-ratelimit-reset", "")
+        when = (
+            f"after {datetime.fromtimestamp(int(reset), UTC):%H:%M} UTC"
+            if reset.isdigit()
+            else "later"
+        )
+        return f"GitHub's rate limit for {credentials} is used up ({status}): try again {when}"
+    who = "the App" if app else "GITHUB_TOKEN"
+    if status == 403:
+        return f"GitHub refused the request ({detail}): give {who} access to what it needs"
+    if status == 404 and repo:
+        installed = ", and that the App is installed on it" if app else ""
+        return (
+            f"GitHub has no repository {repo} that {who} can see ({detail}): "
+            f"check --repo{installed}"
+        )
+    if status == 404:
+        return f"GitHub answered {answer}: check GITHUB_API_URL ({settings.github_api_url})"
+    return f"GitHub answered {answer}: try again later, or check GITHUB_API_URL"
 
 
 class Context:
@@ -141,9 +310,15 @@ pass_context = click.make_pass_decorator(Context)
 @click.option(
     "--actor", help="Name recorded in revisions (default: PLAYBOOK_ACTOR, else cli:<login>)."
 )
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="PLAYBOOK_DEBUG",
+    help="Print the traceback of an error before its one-line summary (or PLAYBOOK_DEBUG=1).",
+)
 @click.version_option(package_name="playbook-bot")
 @click.pass_context
-def main(ctx: click.Context, actor: str | None) -> None:
+def main(ctx: click.Context, actor: str | None, debug: bool) -> None:
     """Keep a self-improving playbook of lessons for AI engineering agents."""
     from pydantic import ValidationError
 
@@ -156,8 +331,7 @@ def main(ctx: click.Context, actor: str | None) -> None:
         settings = context.settings
         configure_logging(settings.log_level, settings.log_format, settings.secret_values())
     except ValidationError as error:
-        problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in error.errors())
-        raise UserError(f"invalid setting ({problems})") from None
+        raise UserError(invalid_settings(error)) from None
 
 
 def echo_json(value: Any) -> None:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from bot.cli.base import Context, UserError, echo_json, note, pass_context
+from bot.cli.base import CommandFailed, Context, UserError, echo_json, note, pass_context
 from playbook import inbox, side_effects
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
 
@@ -137,7 +137,6 @@ def repost(ctx: Context, delivery: str) -> None:
         results = post_again(Services(engine=ctx.engine, settings=ctx.settings), delivery)
     except CannotRepost as error:
         # Exit 1, not a usage error: the command was right, the bot cannot post (yet).
-        note(f"error: {error}")
-        raise SystemExit(1) from None
+        raise CommandFailed(str(error)) from None
     for result in results:
         click.echo(result.describe())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bot.cli.base import Context, UserError, note, pass_context
+from bot.cli.base import Context, UserError, github_errors, note, pass_context
 
 
 @click.command()
@@ -38,9 +38,10 @@ def backfill(ctx: Context, repo: str, since: str) -> None:
     try:
         span = parse_since(since)
     except ValueError as error:
-        raise UserError(str(error)) from None
+        raise UserError(f"--since: {error}") from None
     try:
-        report = run(Services(engine=ctx.engine, settings=ctx.settings), repo, span)
+        with github_errors(ctx.settings, repo=repo):
+            report = run(Services(engine=ctx.engine, settings=ctx.settings), repo, span)
     except NotConfigured as error:
         raise UserError(str(error)) from None
     click.echo(

@@ -7,7 +7,16 @@ from datetime import timedelta
 
 import click
 
-from bot.cli.base import Context, UserError, echo_json, note, pass_context
+from bot.cli.base import (
+    CommandFailed,
+    Context,
+    UserError,
+    echo_json,
+    github_errors,
+    note,
+    one_line,
+    pass_context,
+)
 from playbook import retention, upkeep
 
 
@@ -87,11 +96,13 @@ def reconcile(ctx: Context, since: str, dry_run: bool) -> None:
     try:
         span = parse_since(since)
     except ValueError as error:
-        raise UserError(str(error)) from None
+        raise UserError(f"--since: {error}") from None
     try:
-        report = run(ctx.engine, GitHubClients(ctx.settings), span, dry_run=dry_run)
+        with github_errors(ctx.settings):
+            report = run(ctx.engine, GitHubClients(ctx.settings), span, dry_run=dry_run)
     except NotConfigured as error:
-        raise UserError(f"{error}; reconcile needs the GitHub App") from None
+        needs = "" if ctx.settings.github_app_id else "; reconcile needs the GitHub App"
+        raise UserError(f"{error}{needs}") from None
     verb = "would redeliver" if dry_run else "redelivered"
     click.echo(
         f"checked {report.checked} deliveries: {report.failed} failed, "
@@ -100,9 +111,12 @@ def reconcile(ctx: Context, since: str, dry_run: bool) -> None:
     for guid in report.redelivered:
         click.echo(f"  {guid}")
     for problem in report.errors:
-        note(f"error: {problem}")
+        note(f"  {one_line(problem)}")
     if report.errors:
-        raise SystemExit(1)
+        raise CommandFailed(
+            f"{len(report.errors)} of the redeliveries failed (above); "
+            "run reconcile again to retry them"
+        )
 
 
 @click.command()

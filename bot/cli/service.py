@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import signal
+import socket
 import threading
 
 import click
 
-from bot.cli.base import Context, note, pass_context
+from bot.cli.base import CommandFailed, Context, UserError, note, pass_context
 from bot.worker import Services, Worker
 
 
@@ -18,13 +20,40 @@ from bot.worker import Services, Worker
 @pass_context
 def serve(ctx: Context, host: str, port: int, threads: int) -> None:
     """Serve the webhook endpoints and process deliveries in the same process."""
-    from bot.server import EmbeddedServer
+    from bot.server import EmbeddedServer, check_bind
 
+    try:
+        check_bind(host, port)
+    except OSError as error:
+        message = cannot_listen(host, port, error)
+        # A --host that is not this machine's is a mistake in the command (exit 2); a port
+        # someone else holds is not (exit 1).
+        if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+            raise UserError(message) from None
+        raise CommandFailed(message) from None
     # Create or check the schema before accepting deliveries; the server process opens its
     # own engine after gunicorn forks, so this one is closed rather than inherited.
     ctx.engine.dispose()
-    note(f"playbook-bot listening on http://{host}:{port} (POST /webhooks/github, /webhooks/jira)")
-    EmbeddedServer(ctx.settings, host, port, threads).run()
+    server = EmbeddedServer(ctx.settings, host, port, threads)
+    where = f"[{host}]" if ":" in host else host
+    note(f"playbook-bot listening on http://{where}:{port} (POST /webhooks/github, /webhooks/jira)")
+    server.run()
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """Why ``serve`` cannot listen on ``host:port``, and which option changes it."""
+    if isinstance(error, socket.gaierror):
+        return f"--host {host!r} is neither an address nor a name this machine can resolve"
+    if error.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is in use; pick another with --port"
+    if error.errno == errno.EACCES:
+        return (
+            f"port {port} on {host} needs privileges this user lacks (ports below 1024 "
+            "usually do); pick another with --port"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"{host} is not an address of this machine; pick another with --host"
+    return f"cannot listen on port {port} on {host} ({error.strerror}); check --host and --port"
 
 
 @click.command()
