@@ -103,6 +103,12 @@ class Settings(BaseSettings):
         description="Maintainer token for /api/v1 and /mcp: read, search, propose, approve, "
         "deprecate, restore. The API is off without it and PLAYBOOK_AGENT_TOKENS.",
     )
+    metrics_token: str | None = Field(
+        None,
+        validation_alias="PLAYBOOK_METRICS_TOKEN",
+        description="Bearer token for /metrics (Prometheus); unset, PLAYBOOK_API_TOKEN opens "
+        "it, and with neither /metrics answers 503.",
+    )
     agent_tokens: str = Field(
         "",
         validation_alias="PLAYBOOK_AGENT_TOKENS",
@@ -260,6 +266,7 @@ class Settings(BaseSettings):
             self.github_webhook_secret,
             self.jira_webhook_secret,
             self.api_token,
+            self.metrics_token,
             *(agent.token for agent in self.agents_by_token.values()),
             *(agent.entry for agent in self.agents_by_token.values()),
             self.github_token,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.github import GitHubClients
 from bot.jira import JiraClient
-from playbook import db
+from playbook import db, heartbeats
 from playbook.errors import DatabaseUnavailable, PlaybookError
 
 
@@ -30,29 +33,23 @@ def run_checks(settings: Settings) -> Iterator[Check]:
     """Every check, in the order a person would fix them."""
     try:
         engine = db.make_engine(settings.database_url)
-        try:
-            current = db.current_revision(engine)
-        finally:
-            engine.dispose()  # the check is all doctor needs the database for
-        if current == db.SCHEMA_HEAD:
-            # Backend and name only: the URL may carry a user and a password.
-            where = f"{engine.url.get_backend_name()} database {engine.url.database}"
-            yield Check("database", "ok", f"{where} at schema {current}")
-        else:
-            yield Check(
-                "database",
-                "fail",
-                f"schema is {current or 'empty'}, needs {db.SCHEMA_HEAD}: "
-                "run `playbook-bot db upgrade`",
-            )
     except (PlaybookError, DatabaseUnavailable) as error:
         yield Check("database", "fail", str(error))
+    else:
+        try:
+            yield from _database(engine, settings)
+        finally:
+            engine.dispose()  # the checks are all doctor needs the database for
 
     if settings.github_webhook_secret:
         yield Check("GitHub webhook", "ok", "GITHUB_WEBHOOK_SECRET is set")
     elif settings.insecure_skip_verify:
         yield Check(
-            "GitHub webhook", "fail", "signatures are NOT checked (PLAYBOOK_INSECURE_SKIP_VERIFY)"
+            "GitHub webhook",
+            "fail",
+            "signatures are NOT checked (PLAYBOOK_INSECURE_SKIP_VERIFY); set "
+            "GITHUB_WEBHOOK_SECRET and unset PLAYBOOK_INSECURE_SKIP_VERIFY outside local "
+            "development",
         )
     else:
         yield Check(
@@ -103,3 +100,86 @@ def run_checks(settings: Settings) -> Iterator[Check]:
         yield Check("agent API", "ok", "PLAYBOOK_API_TOKEN is set")
     else:
         yield Check("agent API", "off", "/api/v1 answers 503; set PLAYBOOK_API_TOKEN to enable it")
+    if settings.metrics_token:
+        yield Check("metrics", "ok", "/metrics answers PLAYBOOK_METRICS_TOKEN")
+    elif settings.api_token:
+        yield Check(
+            "metrics",
+            "ok",
+            "/metrics answers PLAYBOOK_API_TOKEN; set PLAYBOOK_METRICS_TOKEN to give the "
+            "scraper a token that opens nothing else",
+        )
+    else:
+        yield Check("metrics", "off", "/metrics answers 503; set PLAYBOOK_METRICS_TOKEN")
+
+
+def _database(engine: Engine, settings: Settings) -> Iterator[Check]:
+    """The schema, and whether a worker processes the inbox."""
+    try:
+        current = db.current_revision(engine)
+    except (PlaybookError, DatabaseUnavailable) as error:
+        yield Check("database", "fail", str(error))
+        return
+    if current != db.SCHEMA_HEAD:
+        yield _schema_behind(engine, current)
+        if engine.dialect.name == "sqlite":
+            yield Check("worker", "off", "none has run yet; `playbook-bot serve` starts one")
+        return
+    # Backend and name only: the URL may carry a user and a password.
+    where = f"{engine.url.get_backend_name()} database {engine.url.database}"
+    yield Check("database", "ok", f"{where} at schema {current}")
+    timeout = settings.worker_heartbeat_timeout
+    try:
+        workers, last = heartbeats.fresh(engine, timedelta(seconds=timeout))
+    except (PlaybookError, DatabaseUnavailable) as error:
+        yield Check("worker", "fail", str(error))
+        return
+    if workers:
+        yield Check("worker", "ok", f"{workers} worker(s) reported in the last {timeout:g} s")
+        return
+    # Not a failure: before the first start, or between deployments, none is running.
+    since = f"the last report was at {last:%Y-%m-%d %H:%M} UTC" if last else "none has run yet"
+    yield Check(
+        "worker",
+        "off",
+        f"no worker reported in the last {timeout:g} s ({since}); deliveries wait in the "
+        "inbox until `playbook-bot serve` or `playbook-bot worker` runs",
+    )
+
+
+def _schema_behind(engine: Engine, current: str | None) -> Check:
+    """A schema that is not this release's: fine for SQLite, which migrates on first use."""
+    where = f"{engine.url.get_backend_name()} database {engine.url.database}"
+    if current is not None and not _known_revision(engine, current):
+        return Check(
+            "database",
+            "fail",
+            f"schema is {current}, newer than this playbook-bot knows ({db.SCHEMA_HEAD}): "
+            "install the release that wrote it, or point PLAYBOOK_DATABASE_URL elsewhere",
+        )
+    if engine.dialect.name == "sqlite":
+        # By design: SQLite's first use creates or migrates its schema (db.ensure_schema).
+        state = "new" if current is None else f"at schema {current}"
+        return Check(
+            "database",
+            "ok",
+            f"{where} is {state}; its first use brings it to {db.SCHEMA_HEAD} "
+            "(or run `playbook-bot db upgrade` now)",
+        )
+    return Check(
+        "database",
+        "fail",
+        f"schema is {current or 'empty'}, needs {db.SCHEMA_HEAD}: run `playbook-bot db upgrade`",
+    )
+
+
+def _known_revision(engine: Engine, revision: str) -> bool:
+    """Whether this release's migrations know ``revision`` (a newer release may have run)."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    try:
+        ScriptDirectory.from_config(db.alembic_config(engine)).get_revision(revision)
+    except CommandError:
+        return False
+    return True

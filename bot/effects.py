@@ -12,6 +12,7 @@ from jira.exceptions import JIRAError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from bot import metrics
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
@@ -137,6 +138,7 @@ def record_effect(
             installation_id=ref.installation_id,
         )
     )
+    metrics.side_effect_on_commit(session, ref.target, action, status)
 
 
 class LiveEffects:

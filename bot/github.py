@@ -6,7 +6,6 @@ import threading
 from pathlib import Path
 
 from github import Auth, Github, GithubIntegration
-from github.GithubException import GithubException
 
 from bot.config import Settings
 
@@ -140,8 +139,3 @@ class GitHubClients:
         """Drop the cached client of a removed installation."""
         with self._lock:
             self._clients.pop(installation_id, None)
-
-
-def status_of(error: BaseException) -> int | None:
-    """The HTTP status of a PyGithub error, if it has one."""
-    return error.status if isinstance(error, GithubException) else None

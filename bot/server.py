@@ -58,6 +58,7 @@ class EmbeddedServer(BaseApplication):  # type: ignore[misc]
             "post_worker_init": self._start_worker,
             "worker_exit": self._stop_worker,
         }
+        self.options.update(metrics_hooks())
         self._stop = threading.Event()
         self.application = create_app(settings)
         super().__init__()
@@ -82,3 +83,14 @@ class EmbeddedServer(BaseApplication):  # type: ignore[misc]
         self._stop.set()
         if getattr(self, "_scheduler", None) is not None:
             self._scheduler.shutdown(wait=False)
+
+
+def metrics_hooks() -> dict[str, Any]:
+    """gunicorn hooks for the metrics: a worker that exits leaves the multiprocess sum right.
+
+    `serve` runs one gunicorn worker, which gunicorn starts again if it dies; with
+    PROMETHEUS_MULTIPROC_DIR set, the new worker's values are summed with the old one's.
+    """
+    from bot import metrics
+
+    return {"child_exit": metrics.child_exit}

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from bot import claims
+from bot import claims, metrics
 from bot.claims import Claim, LeaseKeeper
 from bot.config import Settings
 from bot.effects import Effects, LiveEffects
@@ -184,6 +184,7 @@ class Worker:
         if self.keeper.lost(row.id):
             log.warning("%s: another worker took it over; left to that worker", row.label)
             return
+        started = time.perf_counter()
         claim = Claim(row.id, self.name, self.lease, self.services.engine, self.keeper)
         try:
             with claims.handling(claim):
@@ -192,10 +193,12 @@ class Worker:
             log.warning("%s: %s; it posts nothing more for it", row.label, lost)
             return
         except Deferred as deferred:
-            self._defer(row, str(deferred), deferred)
+            outcome = self._defer(row, str(deferred), deferred)
+            metrics.finished(row.source, row.event, outcome, started)
             return
         except Exception as error:
-            self._failed(row, error)
+            outcome = self._failed(row, error)
+            metrics.finished(row.source, row.event, outcome, started)
             return
         finally:
             self.keeper.release(row.id)
@@ -204,6 +207,7 @@ class Worker:
         )
         if not written:
             return
+        metrics.finished(row.source, row.event, status if recorded else None, started)
         if not recorded:
             log.warning("%s finished, but another worker owns it now", row.label)
         elif status == "ignored":
@@ -238,11 +242,11 @@ class Worker:
             return False
         return event.installation_id in self._removed
 
-    def _failed(self, row: Row, error: Exception) -> None:
+    def _failed(self, row: Row, error: Exception) -> str | None:
+        """Record a failed attempt; returns the outcome recorded, or None if none was."""
         failure = classify(error)
         if failure.kind == "rate_limited" and failure.until is not None:
-            self._defer(row, failure.reason, Deferred(failure.reason, failure.until))
-            return
+            return self._defer(row, failure.reason, Deferred(failure.reason, failure.until))
         reason = redact(failure.reason)
         trace = redact("".join(traceback.format_exception(error)))
         written, status = self._record(
@@ -257,19 +261,23 @@ class Worker:
             )
         )
         if not written:
-            return
+            return None
         if status is None:
             log.warning("%s failed (%s), but another worker owns it now", row.label, reason)
-            return
+            return None
         level = logging.ERROR if status == "dead" else logging.WARNING
         log.log(level, "%s %s (%s): %s", row.label, status, failure.kind, reason)
+        return status
 
-    def _defer(self, row: Row, reason: str, deferred: Deferred) -> None:
+    def _defer(self, row: Row, reason: str, deferred: Deferred) -> str | None:
+        """Record that the delivery waits; returns "deferred", or None if nothing was recorded."""
         written, done = self._record(
             lambda session: inbox.defer(session, row.id, self.name, deferred.until, reason)
         )
-        if written and done:
-            log.info("%s waits until %s: %s", row.label, deferred.until.isoformat(), reason)
+        if not (written and done):
+            return None
+        log.info("%s waits until %s: %s", row.label, deferred.until.isoformat(), reason)
+        return "deferred"
 
     def _record(self, write: Callable[[Any], T]) -> tuple[bool, T | None]:
         # The outcome could not be written (database down): the row stays claimed and

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,17 +23,6 @@ HYBRID_ALPHA = 0.7
 # the floor keeps a strong old match above a weak new one.
 FRESHNESS_HALF_LIFE_DAYS = 180.0
 FRESHNESS_FLOOR = 0.5
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What usage says about one bullet: its rated cites and when it was last used."""
-
-    successes: int = 0
-    failures: int = 0
-    cites: int = 0
-    last_cited_at: datetime | None = None
-    last_used_at: datetime | None = None
 
 
 def feedback_multiplier(successes: int, failures: int) -> float:

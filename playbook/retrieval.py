@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -27,6 +28,9 @@ from playbook.text import TOKENIZER_VERSION, Ticket, bullet_tokens, query_tokens
 # weak for usage to make it the right lesson.
 POOL = 50
 log = logging.getLogger(__name__)
+# Told the consumer and the seconds of each search. The service's metrics listen here, so
+# the domain stays free of any metrics library.
+search_listeners: list[Callable[[str, float], None]] = []
 
 
 @dataclass(frozen=True)
@@ -316,6 +320,7 @@ class Retriever:
             raise InvalidInput(f"rank_by must be one of {', '.join(ranking.RANK_MODES)}")
         if k < 1:
             raise InvalidInput("k must be at least 1")
+        started = time.perf_counter()
         self.sync(session)
         if isinstance(scopes, AllScopes):
             with self._lock:
@@ -348,6 +353,9 @@ class Retriever:
                     for hit in hits
                 ],
             )
+        elapsed = time.perf_counter() - started
+        for listener in search_listeners:
+            listener(consumer, elapsed)
         return SearchResult(query_id=query_id, hits=hits, query=" ".join(tokens))
 
     def _rank(

@@ -57,12 +57,15 @@ def cite_rate_pairs(session: Session) -> tuple[int, int]:
     return int(shown), int(used)
 
 
+def lessons_by_status(session: Session) -> dict[str, int]:
+    """How many lessons have each status (a status no lesson has is left out)."""
+    return dict(session.execute(select(Bullet.status, func.count()).group_by(Bullet.status)).all())
+
+
 def stats(session: Session, *, now: datetime | None = None, top: int = 5) -> dict[str, Any]:
     """Bullets by status and scope, usage, coverage, cite rate, best and worst, recent demotions."""
     now = now or clock.now()
-    by_status = dict(
-        session.execute(select(Bullet.status, func.count()).group_by(Bullet.status)).all()
-    )
+    by_status = lessons_by_status(session)
     by_scope: dict[str, dict[str, int]] = {}
     for scope, status, count in session.execute(
         select(Bullet.scope, Bullet.status, func.count()).group_by(Bullet.scope, Bullet.status)

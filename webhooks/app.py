@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     """Build the app; ``engine`` lets tests and the embedded server share one engine."""
     from importlib.metadata import version
 
-    from webhooks import api, github, health, jira, mcp_http, problems, ui
+    from webhooks import api, github, health, jira, mcp_http, metrics, problems, ui
     from webhooks.intake import Refused, database_down
 
     settings = settings or Settings()
@@ -108,7 +108,13 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # Werkzeug answers 413 itself once a body passes this, before any view reads it.
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["playbook"] = Runtime(settings=settings, _engine=engine)
-    for blueprint in (github.blueprint, jira.blueprint, health.blueprint, mcp_http.blueprint):
+    for blueprint in (
+        github.blueprint,
+        jira.blueprint,
+        health.blueprint,
+        mcp_http.blueprint,
+        metrics.blueprint,
+    ):
         app.register_blueprint(blueprint)
     app.register_api(api.api)
     # The interactive docs: Swagger UI, served from the package's own files (no CDN).

@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
+from bot.metrics import package_version
 from playbook import db, heartbeats, inbox
 from webhooks.app import error, runtime
 
@@ -15,8 +16,8 @@ blueprint = Blueprint("health", __name__)
 
 @blueprint.get("/healthz")
 def healthz() -> tuple[Any, int]:
-    """The process is up."""
-    return jsonify(status="ok"), 200
+    """The process is up, and which release it runs."""
+    return jsonify(status="ok", version=package_version()), 200
 
 
 @blueprint.get("/readyz")

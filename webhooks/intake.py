@@ -12,6 +12,7 @@ from typing import Any
 from flask import jsonify, request
 from sqlalchemy import exc
 
+from bot import metrics
 from bot.logs import delivery_context
 from playbook import db, inbox
 from playbook.errors import DatabaseUnavailable
@@ -224,6 +225,7 @@ def store(envelope: Envelope, text: str) -> tuple[Any, int]:
             log.info("duplicate %s delivery %s ignored", envelope.source, label)
             return jsonify(status="duplicate", delivery=envelope.delivery_id), 200
         log.info("accepted %s %s", envelope.source, label)
+        metrics.received(envelope.source, envelope.event)
         return jsonify(status="accepted", delivery=envelope.delivery_id), 202
 
 

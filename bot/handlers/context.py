@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.orm import Session
 
-from bot import claims
+from bot import claims, metrics
 from bot.effects import CommentText, TicketRef, log_effect
 from bot.github import NotConfigured
 from bot.outcomes import Deferred, Ignored, PermanentError
@@ -49,6 +49,10 @@ def effect(
         log.warning("%s on %s skipped: %s", action, ref.key, missing)
         log_effect(services.engine, ref, action, "skipped", str(missing), comment=comment)
         return False, None
+    except Exception:
+        # The delivery's outcome keeps the error; the side-effect log has no line for it.
+        metrics.side_effect(ref.target, action, "failed")
+        raise
     dry = services.out.dry_run
     log_effect(services.engine, ref, action, "dry_run" if dry else "done", comment=comment)
     return True, result

@@ -1,0 +1,33 @@
+"""gunicorn settings for the web process: `gunicorn -c python:webhooks.gunicorn_conf ...`.
+
+Each gunicorn worker counts the deliveries it receives; for `/metrics` to answer the same
+sums whichever worker a scrape reaches, prometheus-client's multiprocess mode keeps every
+worker's values in files of one directory. It must be chosen before prometheus-client is
+first imported: here, in gunicorn's master, before the workers fork. PROMETHEUS_MULTIPROC_DIR
+set by the operator (shared with `playbook-bot worker` processes on the same host) is used
+as it is; unset, this run gets a fresh directory of its own, removed when gunicorn stops.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+_OWN_DIR: str | None = None
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    _OWN_DIR = tempfile.mkdtemp(prefix="playbook-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _OWN_DIR
+
+# After the environment is set: importing this starts prometheus-client in multiprocess mode.
+from bot.metrics import child_exit  # noqa: E402
+
+
+def on_exit(_server: Any) -> None:
+    """gunicorn stops: the directory this run made for itself goes with it."""
+    if _OWN_DIR is not None:
+        shutil.rmtree(_OWN_DIR, ignore_errors=True)
+
+
+__all__ = ["child_exit", "on_exit"]
