@@ -38,4 +38,4 @@ WORKDIR /var/lib/playbook-bot
 EXPOSE 8080
 # No HEALTHCHECK here: the worker and one-off commands run from this image too and serve no
 # HTTP. compose.yaml gives each service its own check.
-CMD ["gunicorn", "-w", "3", "--limit-request-line", "8190", "-b", "0.0.0.0:8080", "webhooks.wsgi:app"]
+CMD ["gunicorn", "-c", "python:webhooks.gunicorn_conf", "-w", "3", "--limit-request-line", "8190", "-b", "0.0.0.0:8080", "webhooks.wsgi:app"]
