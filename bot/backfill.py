@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.handlers.context import Ignored
 from bot.handlers.pull_requests import Closer, apply_pull_request
-from bot.worker import Services
+from bot.services import Services
 from playbook import clock, links
 from playbook.tracking import PullRequestState
 

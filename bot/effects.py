@@ -81,6 +81,9 @@ class Effects(Protocol):
     def commit_messages(self, ref: TicketRef) -> list[str]:
         """The commit messages of the pull request ``ref``."""
 
+    def forget_installation(self, installation_id: int) -> None:
+        """Drop what is cached for a removed installation (its client and token)."""
+
 
 @dataclass(frozen=True)
 class CommentText:
@@ -285,6 +288,10 @@ class LiveEffects:
         ids = [f["id"] for f in self.jira.client().fields() if f["name"] == field_name]
         return any(getattr(issue.fields, field_id, None) not in (None, "", []) for field_id in ids)
 
+    def forget_installation(self, installation_id: int) -> None:
+        """Drop the installation's client, so a removed App is never used again."""
+        self.github.forget(installation_id)
+
     def commit_messages(self, ref: TicketRef) -> list[str]:
         """The messages of the pull request's commits, as GitHub lists them."""
         client = self.github.for_installation(ref.installation_id)
@@ -356,6 +363,9 @@ class DryRunEffects:
     def commit_messages(self, ref: TicketRef) -> list[str]:
         """None: a dry run has no GitHub to ask."""
         return []
+
+    def forget_installation(self, installation_id: int) -> None:
+        """Nothing is cached in a dry run."""
 
 
 __all__ = [

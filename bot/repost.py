@@ -18,7 +18,7 @@ from playbook.errors import PlaybookError
 from playbook.models import SideEffect
 
 if TYPE_CHECKING:
-    from bot.worker import Services
+    from bot.services import Services
 
 log = logging.getLogger(__name__)
 

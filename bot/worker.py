@@ -16,44 +16,22 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from bot import claims, metrics
 from bot.claims import Claim, LeaseKeeper
-from bot.config import Settings
-from bot.effects import Effects, LiveEffects
 from bot.handlers import IGNORED, Event, router
 from bot.handlers.router import Router
-from bot.logs import add_secrets, delivery_context, redact
+from bot.logs import delivery_context, redact
 from bot.outcomes import Deferred, Ignored, LeaseLost, PermanentError, classify, describe
-from playbook import clock, db, heartbeats, inbox
-from playbook.models import Delivery, Installation
+from bot.services import Services
+from playbook import clock, db, heartbeats, inbox, installations
+from playbook.models import Delivery
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 __all__ = ["PermanentError", "Services", "Worker", "start_thread"]
-
-
-@dataclass
-class Services:
-    """What handlers may use: the database, settings and side effects."""
-
-    engine: Engine
-    settings: Settings
-    effects: Effects | None = None
-
-    def __post_init__(self) -> None:
-        add_secrets(self.settings.secret_values())
-        if self.effects is None:
-            self.effects = LiveEffects(self.settings)
-
-    @property
-    def out(self) -> Effects:
-        """The side effects (live unless a dry run was asked for)."""
-        assert self.effects is not None
-        return self.effects
 
 
 @dataclass(frozen=True)
@@ -402,15 +380,7 @@ def _by_ticket(work: list[Work], lanes: int) -> list[list[Work]]:
 def _removed_installations(session: Session, rows: list[Row]) -> set[int]:
     """The installations of ``rows`` that were removed (GitHub deliveries only)."""
     ids = {row.installation_id for row in rows if row.source == "github" and row.installation_id}
-    if not ids:
-        return set()
-    return set(
-        session.scalars(
-            select(Installation.id).where(
-                Installation.id.in_(ids), Installation.status == "deleted"
-            )
-        )
-    )
+    return installations.removed(session, ids)
 
 
 def start_thread(services: Services, stop: threading.Event, **kwargs: Any) -> threading.Thread:

@@ -297,7 +297,10 @@ def test_a_span_too_long_or_not_a_span_is_refused(cli, args: tuple[str, ...], me
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (("lsit",), "error: no such command 'lsit' (see `playbook-bot --help`)"),
+        (
+            ("lsit",),
+            "error: no such command 'lsit'. Did you mean 'list'? (see `playbook-bot --help`)",
+        ),
         (("--zzz",), "error: no such option '--zzz' (see `playbook-bot --help`)"),
         (("show",), "error: missing argument 'BULLET_ID' (see `playbook-bot show --help`)"),
         (

@@ -249,7 +249,7 @@ def test_processes_sharing_a_directory_are_summed_in_one_scrape(
 
 
 def test_serve_tells_the_metrics_when_its_gunicorn_worker_exits(settings: Settings) -> None:
-    from bot.server import EmbeddedServer
+    from webhooks.server import EmbeddedServer
 
     server = EmbeddedServer(settings, "127.0.0.1", 0)
     assert server.cfg.child_exit is metrics.child_exit

@@ -110,6 +110,19 @@ class PlaybookGroup(click.Group):
             self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command named first in ``args``; a typo is told the close names of every
+        command, loaded or not (click would suggest only among those already loaded)."""
+        name = args[0]
+        missing = self.get_command(ctx, name) is None and not ctx.resilient_parsing
+        if missing and not name.startswith("-"):
+            raise click.exceptions.NoSuchCommand(
+                name, possibilities=self.list_commands(ctx), ctx=ctx
+            )
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands table of ``--help``, from the short helps, without loading a module."""
         names = self.list_commands(ctx)
@@ -348,8 +361,3 @@ def _json_default(value: Any) -> Any:
 def note(message: str) -> None:
     """Print a remark for humans on stderr, keeping stdout clean for ids and JSON."""
     click.echo(message, err=True)
-
-
-def stdout_is_terminal() -> bool:
-    """True when a person is reading stdout."""
-    return sys.stdout.isatty()

@@ -131,7 +131,7 @@ def repost(ctx: Context, delivery: str) -> None:
     """Post the comments a delivery skipped for missing credentials, once they are set."""
     from bot.repost import CannotRepost
     from bot.repost import repost as post_again
-    from bot.worker import Services
+    from bot.services import Services
 
     try:
         results = post_again(Services(engine=ctx.engine, settings=ctx.settings), delivery)

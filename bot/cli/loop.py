@@ -31,7 +31,7 @@ def backfill(ctx: Context, repo: str, since: str) -> None:
     from bot.backfill import backfill as run
     from bot.backfill import parse_since
     from bot.github import NotConfigured
-    from bot.worker import Services
+    from bot.services import Services
 
     if repo.count("/") != 1 or not all(repo.split("/")):
         raise UserError(f"--repo must look like owner/name, not {repo!r}")

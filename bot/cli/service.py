@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import signal
 import socket
 import threading
@@ -10,7 +11,11 @@ import threading
 import click
 
 from bot.cli.base import CommandFailed, Context, UserError, note, pass_context
-from bot.worker import Services, Worker
+from bot.services import Services
+from bot.worker import Worker
+
+# `serve` runs the web edge (webhooks/) in this process; bot names it instead of importing it.
+EMBEDDED_SERVER = "webhooks.server"
 
 
 @click.command()
@@ -20,7 +25,9 @@ from bot.worker import Services, Worker
 @pass_context
 def serve(ctx: Context, host: str, port: int, threads: int) -> None:
     """Serve the webhook endpoints and process deliveries in the same process."""
-    from bot.server import EmbeddedServer, check_bind
+    # The HTTP edge depends on bot, never the other way: named here, loaded on use.
+    server_module = importlib.import_module(EMBEDDED_SERVER)
+    check_bind, EmbeddedServer = server_module.check_bind, server_module.EmbeddedServer
 
     try:
         check_bind(host, port)

@@ -16,7 +16,7 @@ from playbook.errors import PlaybookError
 from playbook.evidence import cite, scope_of
 
 if TYPE_CHECKING:
-    from bot.worker import Services
+    from bot.services import Services
 
 log = logging.getLogger(__name__)
 router = Router()

@@ -20,7 +20,7 @@ from bot.outcomes import Deferred, Ignored, PermanentError
 from playbook import comments, db
 
 if TYPE_CHECKING:
-    from bot.worker import Services
+    from bot.services import Services
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

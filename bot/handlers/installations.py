@@ -10,7 +10,7 @@ from bot.handlers.router import Event, Router
 from playbook import db, installations
 
 if TYPE_CHECKING:
-    from bot.worker import Services
+    from bot.services import Services
 
 log = logging.getLogger(__name__)
 router = Router()
@@ -25,7 +25,6 @@ def installation_changed(event: Event, services: Services) -> None:
     status = "deleted" if event.action in ("deleted", "suspend") else "active"
     with db.transaction(services.engine) as session:
         installations.record(session, installation_id, account, status)
-    forget = getattr(services.out, "github", None)
-    if status == "deleted" and forget is not None:
-        forget.forget(installation_id)
+    if status == "deleted":
+        services.out.forget_installation(installation_id)
     log.info("installation %s (%s) is %s", installation_id, account, status)

@@ -18,7 +18,7 @@ from playbook.links import pull_request_links
 from playbook.tracking import PullRequestState
 
 if TYPE_CHECKING:
-    from bot.worker import Services
+    from bot.services import Services
 
 log = logging.getLogger(__name__)
 router = Router()

@@ -13,7 +13,7 @@ from playbook import comments, db, inbox, retrieval
 from playbook.text import Ticket
 
 if TYPE_CHECKING:
-    from bot.worker import Services
+    from bot.services import Services
 
 log = logging.getLogger(__name__)
 router = Router()

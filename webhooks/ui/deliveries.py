@@ -10,7 +10,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from bot import repost
-from bot.worker import Services
+from bot.services import Services
 from playbook import db, inbox, side_effects
 from playbook.errors import PlaybookError
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect

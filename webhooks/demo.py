@@ -12,7 +12,8 @@ import click
 
 from bot.config import Settings
 from bot.effects import DryRunEffects
-from bot.worker import Services, Worker
+from bot.services import Services
+from bot.worker import Worker
 from playbook import db, lifecycle, upkeep
 from webhooks import create_app
 from webhooks.signatures import sign

@@ -11,7 +11,8 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.util import is_ipv6
 
 from bot.config import Settings
-from bot.worker import Services, start_thread
+from bot.services import Services
+from bot.worker import start_thread
 from webhooks.app import create_app
 
 log = logging.getLogger(__name__)
