@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,3 +60,21 @@ def serving(app: Any) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 30) -> None:
+    """Wait until a server process started by a test answers ``/healthz``, or fail saying why."""
+    import pytest
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            stderr = process.stderr.read() if process.stderr else ""
+            pytest.fail(f"server exited with {process.returncode}: {stderr}")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail("server did not come up")

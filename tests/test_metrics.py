@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -26,7 +25,7 @@ from playbook.db import transaction
 from webhooks import create_app
 from webhooks.signatures import sign
 
-from support import GITHUB_SECRET, fixture_body
+from support import GITHUB_SECRET, fixture_body, wait_until_up
 
 TOKEN = {"Authorization": "Bearer agent-token"}  # the maintainer token of the `settings` fixture
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -334,15 +333,7 @@ def test_gunicorn_workers_answer_the_same_sums(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            try:
-                if get(f"{url}/healthz")[0] == 200:
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not come up"
-                time.sleep(0.1)
+        wait_until_up(url, process)
         body = fixture_body("issues.opened")
         for _ in range(6):
             request = urllib.request.Request(

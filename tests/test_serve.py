@@ -16,7 +16,7 @@ import pytest
 
 from webhooks.signatures import sign
 
-from support import GITHUB_SECRET, fixture_body
+from support import GITHUB_SECRET, fixture_body, wait_until_up
 
 
 def console(name: str = "playbook-bot") -> list[str]:
@@ -39,19 +39,6 @@ def request(url: str, body: bytes | None = None, headers: dict[str, str] | None 
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
-
-
-def wait_until_up(url: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode}")
-        try:
-            if request(f"{url}/healthz")[0] == 200:
-                return
-        except OSError:
-            time.sleep(0.1)
-    pytest.fail("server did not come up")
 
 
 @pytest.fixture
