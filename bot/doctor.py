@@ -92,9 +92,18 @@ def run_checks(settings: Settings) -> Iterator[Check]:
             )
     if settings.jira_webhook_secret:
         yield Check("Jira webhook", "ok", "JIRA_WEBHOOK_SECRET is set")
+    elif settings.jira_allow_unsigned:
+        yield Check(
+            "Jira webhook",
+            "off",
+            "Jira deliveries are accepted unsigned (PLAYBOOK_JIRA_ALLOW_UNSIGNED); "
+            "set JIRA_WEBHOOK_SECRET",
+        )
     else:
         yield Check(
-            "Jira webhook", "off", "Jira deliveries are not verified; set JIRA_WEBHOOK_SECRET"
+            "Jira webhook",
+            "off",
+            "/webhooks/jira refuses every delivery (401); set JIRA_WEBHOOK_SECRET",
         )
     if settings.api_token:
         yield Check("agent API", "ok", "PLAYBOOK_API_TOKEN is set")
