@@ -17,8 +17,7 @@ from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
 from bot.logs import current_delivery
-from playbook import clock, db, inbox
-from playbook.models import SideEffect
+from playbook import db, inbox, side_effects
 
 log = logging.getLogger(__name__)
 
@@ -126,20 +125,18 @@ def record_effect(
     With ``comment``, its text is kept too: what was posted can be read back, and what
     was skipped can be posted later (`deliveries repost`) exactly as it was written.
     """
-    session.add(
-        SideEffect(
-            delivery_id=None if current_delivery.get() == "-" else current_delivery.get(),
-            target=ref.target,
-            action=action,
-            ticket_key=ref.key,
-            status=status,
-            detail=detail,
-            at=clock.now(),
-            body=comment.body if comment is not None else None,
-            purpose=comment.purpose if comment is not None else None,
-            bullet_ids=comment.bullet_ids if comment is not None else None,
-            installation_id=ref.installation_id,
-        )
+    side_effects.record(
+        session,
+        delivery_guid=None if current_delivery.get() == "-" else current_delivery.get(),
+        target=ref.target,
+        action=action,
+        ticket_key=ref.key,
+        status=status,
+        detail=detail,
+        body=comment.body if comment is not None else None,
+        purpose=comment.purpose if comment is not None else None,
+        bullet_ids=comment.bullet_ids if comment is not None else None,
+        installation_id=ref.installation_id,
     )
     metrics.side_effect_on_commit(session, ref.target, action, status)
 

@@ -7,11 +7,43 @@ from collections.abc import Sequence
 from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from playbook import comments
+from playbook import clock, comments
 from playbook.models import SideEffect
 
 # The actions that post or edit one of the bot's comments.
 COMMENT_ACTIONS = ("comment", "edit_comment")
+
+
+def record(
+    session: Session,
+    *,
+    delivery_guid: str | None,
+    target: str,
+    action: str,
+    ticket_key: str,
+    status: str,
+    detail: str | None = None,
+    body: str | None = None,
+    purpose: str | None = None,
+    bullet_ids: list[str] | None = None,
+    installation_id: int | None = None,
+) -> SideEffect:
+    """Append one line to the side-effect log, in the caller's transaction."""
+    effect = SideEffect(
+        delivery_id=delivery_guid,
+        target=target,
+        action=action,
+        ticket_key=ticket_key,
+        status=status,
+        detail=detail,
+        at=clock.now(),
+        body=body,
+        purpose=purpose,
+        bullet_ids=bullet_ids,
+        installation_id=installation_id,
+    )
+    session.add(effect)
+    return effect
 
 
 def for_deliveries(session: Session, delivery_guids: Sequence[str]) -> dict[str, list[SideEffect]]:
