@@ -45,3 +45,18 @@ def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None
 def test_handlers_reach_github_and_jira_only_through_effects() -> None:
     for module, names in _imports("bot/handlers").items():
         assert not names & {"github", "jira"}, module
+
+
+def test_bot_asks_the_domain_instead_of_querying_tables() -> None:
+    builders = {"select", "insert", "update", "delete", "text"}
+    for path in sorted((ROOT / "bot").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sqlalchemy"):
+                used = {alias.name for alias in node.names} & builders
+                assert not used, f"{path.relative_to(ROOT)} imports {sorted(used)}"
+            if isinstance(node, ast.Attribute) and node.attr == "add":
+                owner = node.value
+                assert not (isinstance(owner, ast.Name) and owner.id == "session"), (
+                    f"{path.relative_to(ROOT)}:{node.lineno} adds rows itself"
+                )
