@@ -10,7 +10,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, case, func, select
 from sqlalchemy.orm import Session
 
-from playbook import fields, ranking
+from playbook import fields, ranking, upkeep
 from playbook.models import STATUSES, Bullet, Revision, UsageEvent
 from playbook.retrieval import PROPOSED, Retriever
 from playbook.text import Ticket
@@ -80,13 +80,6 @@ def confidence_of(bullet: Bullet) -> float:
     return ranking.confidence(bullet.cites_success, bullet.cites_failure)
 
 
-def _confidence_sql() -> ColumnElement[Any]:
-    # ranking.confidence in SQL: the same Beta(1, 1) posterior mean.
-    wins = Bullet.cites_success + ranking.PRIOR_SUCCESSES
-    total = Bullet.cites_success + Bullet.cites_failure
-    return wins * 1.0 / (total + ranking.PRIOR_SUCCESSES + ranking.PRIOR_FAILURES)
-
-
 def _last_used_sql() -> ColumnElement[Any]:
     # greatest() skips NULLs on PostgreSQL but SQLite's max() does not: spell it out.
     loaded, cited = Bullet.last_loaded_at, Bullet.last_cited_at
@@ -105,7 +98,7 @@ def _order(sort: str) -> list[Any]:
     if sort == "cites":
         return [Bullet.cites.desc(), by_id]
     if sort == "confidence":
-        return [_confidence_sql().desc(), Bullet.cites.desc(), by_id]
+        return [upkeep.confidence_column().desc(), Bullet.cites.desc(), by_id]
     if sort == "last_used":
         return [_last_used_sql().desc().nulls_last(), by_id]
     return [Bullet.created_at.desc(), Bullet.id.desc()]
@@ -137,9 +130,11 @@ def lessons(session: Session, filters: Filters, *, size: int = PAGE_SIZE) -> Pag
     return _ranked(session, filters, size)
 
 
-def _paged(rows: list[Row], total: int, filters: Filters, size: int, **extra: Any) -> Page:
-    pages = max((total + size - 1) // size, 1)
-    return Page(rows, total, min(filters.page, pages), pages, **extra)
+def _window(rows: list[Row], filters: Filters, size: int, **extra: Any) -> Page:
+    """The page of an in-memory list of rows (a search's), the last one past the end."""
+    pages = max((len(rows) + size - 1) // size, 1)
+    page = min(filters.page, pages)
+    return Page(rows[(page - 1) * size : page * size], len(rows), page, pages, **extra)
 
 
 def _filtered(session: Session, filters: Filters, size: int) -> Page:
@@ -172,17 +167,9 @@ def _by_words(session: Session, filters: Filters, size: int) -> Page:
             .limit(SEARCH_DEPTH)
         )
     )
-    page = max(min(filters.page, max((len(found) + size - 1) // size, 1)), 1)
-    rows = [Row(b, confidence_of(b)) for b in found[(page - 1) * size : page * size]]
+    rows = [Row(bullet, confidence_of(bullet)) for bullet in found]
     note = f"{filters.status} lessons are not in the search index; matched by their words"
-    return _paged(
-        rows,
-        len(found),
-        Filters(**{**filters.__dict__, "page": page}),
-        size,
-        matched_by="text",
-        notes=[note],
-    )
+    return _window(rows, filters, size, matched_by="text", notes=[note])
 
 
 def _escape_like(word: str) -> str:
@@ -215,11 +202,7 @@ def _ranked(session: Session, filters: Filters, size: int) -> Page:
         for key, score in scores.items()
         if key in bullets and (not filters.ticket or bullets[key].learned_from == filters.ticket)
     ]
-    rows = _sorted(rows, filters.sort)
-    total = len(rows)
-    pages = max((total + size - 1) // size, 1)
-    page = min(filters.page, pages)
-    return Page(rows[(page - 1) * size : page * size], total, page, pages, matched_by="index")
+    return _window(_sorted(rows, filters.sort), filters, size, matched_by="index")
 
 
 def _sorted(rows: list[Row], sort: str) -> list[Row]:

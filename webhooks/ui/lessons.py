@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import flash, redirect, render_template, request, url_for
+from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from playbook import agents, browse, db, fields, lifecycle
@@ -60,8 +60,6 @@ def _bullet(session: Any, bullet_id: str) -> Any:
     try:
         return agents.visible(session, agents.Caller(actor="ui", role="maintainer"), bullet_id)
     except (BulletNotFound, InvalidInput):
-        from flask import abort
-
         abort(404, f"there is no lesson {bullet_id[:64]!r}")
 
 
