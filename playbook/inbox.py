@@ -288,7 +288,8 @@ def defer(session: Session, delivery_id: int, worker: str, until: datetime, reas
 def get(session: Session, delivery_key: str) -> Delivery:
     """A delivery by inbox row id or by its sender's delivery id (GUID)."""
     query = select(Delivery).where(Delivery.delivery_id == delivery_key)
-    if delivery_key.isdigit():
+    # A row id fits a signed 64-bit integer; longer digits can only be a sender's id.
+    if delivery_key.isdigit() and int(delivery_key) < 2**63:
         query = select(Delivery).where(
             or_(Delivery.id == int(delivery_key), Delivery.delivery_id == delivery_key)
         )

@@ -164,6 +164,8 @@ def test_unknown_pages_and_ids_are_html_404s(make: Any) -> None:
         assert answer.headers["X-Frame-Options"] == "DENY"
     _log_in(client)
     assert client.get("/ui/deliveries/999999").status_code == 404
+    # Digits past a 64-bit row id are no row id (the database would overflow on them).
+    assert client.get("/ui/deliveries/" + "9" * 500).status_code == 404
     assert client.get("/ui/deliveries?status=bogus").status_code == 400
 
 
