@@ -22,6 +22,7 @@ from playbook import fields, lifecycle, ranking, upkeep, usage
 from playbook.errors import BulletNotFound, PlaybookError
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.retrieval import ALL_SCOPES, Retriever
+from playbook.scopes import View
 from playbook.text import Ticket
 
 # Lessons one search returns at most, whatever ``k`` asks: an agent's context is precious,
@@ -56,9 +57,14 @@ class Caller:
     # The repository or Jira project the caller works in; None: every scope.
     scope: str | None = None
 
+    @property
+    def view(self) -> View:
+        """What the caller may read: the one scope filter every agent read goes through."""
+        return View(scope=self.scope, actor=self.actor)
+
     def sees(self, bullet: Bullet) -> bool:
         """True when the lesson is in the caller's scope (or global)."""
-        return self.scope is None or bullet.scope in ("global", self.scope)
+        return self.view.sees_scope(bullet.scope)
 
     def require_maintainer(self, action: str) -> None:
         """Raise Forbidden unless the caller is a maintainer."""
@@ -219,7 +225,7 @@ def get_lesson(session: Session, caller: Caller, bullet_id: str) -> LessonDetail
     )
     events = session.scalars(
         select(UsageEvent)
-        .where(UsageEvent.bullet_id == bullet.id)
+        .where(UsageEvent.bullet_id == bullet.id, caller.view.events())
         .order_by(UsageEvent.ts.desc(), UsageEvent.id.desc())
         .limit(EVENTS_SHOWN)
     )
@@ -266,7 +272,7 @@ def search(
     if ticket is not None:
         key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS) or None
     retriever = Retriever.shared(session)
-    scopes = ALL_SCOPES if caller.scope is None else {"global", caller.scope}
+    scopes = caller.view.scopes() or ALL_SCOPES
     result = retriever.search(
         session,
         Ticket.from_text(text, key=key),
@@ -398,8 +404,7 @@ def list_lessons(
         query = query.where(Bullet.status == lifecycle.check_status(status))
     if scope is not None:
         query = query.where(Bullet.scope == fields.text(scope, "scope", fields.SCOPE_CHARS))
-    if caller.scope is not None:
-        query = query.where(Bullet.scope.in_(("global", caller.scope)))
+    query = query.where(caller.view.lessons())
     if learned_from is not None:
         ticket = fields.text(learned_from, "learned_from", fields.TICKET_KEY_CHARS)
         query = query.where(Bullet.learned_from == ticket)
@@ -488,7 +493,12 @@ class Demoted(BaseModel):
 
 
 class Stats(BaseModel):
-    """How the playbook is doing (the `playbook-bot stats` report)."""
+    """How the playbook is doing (the `playbook-bot stats` report).
+
+    For a token bound to a scope, every count and list covers only what that token may read:
+    its scope's lessons and the global ones, usage of global lessons in its own work (its
+    tickets and pull requests, and what it reported), and searches for its tickets.
+    """
 
     bullets: LessonCounts
     usage: UsageCounts
@@ -500,6 +510,6 @@ class Stats(BaseModel):
     recently_demoted: list[Demoted]
 
 
-def stats(session: Session) -> Stats:
-    """How the playbook is doing (the `playbook-bot stats` report)."""
-    return Stats.model_validate(upkeep.stats(session))
+def stats(session: Session, caller: Caller) -> Stats:
+    """How the playbook is doing, as far as ``caller`` may see (the `playbook-bot stats` report)."""
+    return Stats.model_validate(upkeep.stats(session, view=caller.view))

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock, lifecycle, ranking
 from playbook.models import Bullet, Retrieval, UsageEvent
+from playbook.scopes import EVERYTHING, View
 
 
 def _bullet_line(bullet: Bullet) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def confidence_column() -> ColumnElement[float]:
     )
 
 
-def cite_rate_pairs(session: Session) -> tuple[int, int]:
+def cite_rate_pairs(session: Session, view: View = EVERYTHING) -> tuple[int, int]:
     """(lessons loaded on a ticket, those of them also cited on that ticket), as pairs.
 
     A pair counts once however often the lesson was shown or cited for the ticket, and a
@@ -47,7 +48,7 @@ def cite_rate_pairs(session: Session) -> tuple[int, int]:
             func.max(case((UsageEvent.kind == "loaded", 1), else_=0)).label("loaded"),
             func.max(case((UsageEvent.kind == "cited", 1), else_=0)).label("cited"),
         )
-        .where(UsageEvent.ticket_key.is_not(None))
+        .where(UsageEvent.ticket_key.is_not(None), view.events())
         .group_by(UsageEvent.ticket_key, UsageEvent.bullet_id)
         .subquery()
     )
@@ -57,54 +58,65 @@ def cite_rate_pairs(session: Session) -> tuple[int, int]:
     return int(shown), int(used)
 
 
-def lessons_by_status(session: Session) -> dict[str, int]:
+def lessons_by_status(session: Session, view: View = EVERYTHING) -> dict[str, int]:
     """How many lessons have each status (a status no lesson has is left out)."""
-    return dict(session.execute(select(Bullet.status, func.count()).group_by(Bullet.status)).all())
+    query = select(Bullet.status, func.count()).where(view.lessons()).group_by(Bullet.status)
+    return dict(session.execute(query).all())
 
 
-def stats(session: Session, *, now: datetime | None = None, top: int = 5) -> dict[str, Any]:
-    """Bullets by status and scope, usage, coverage, cite rate, best and worst, recent demotions."""
+def stats(
+    session: Session, *, now: datetime | None = None, top: int = 5, view: View = EVERYTHING
+) -> dict[str, Any]:
+    """Bullets by status and scope, usage, coverage, cite rate, best and worst, recent demotions.
+
+    Everything counted and listed is what ``view`` sees: a scoped agent's report is about
+    its scope (and global lessons), and names nothing of another scope.
+    """
     now = now or clock.now()
-    by_status = lessons_by_status(session)
+    by_status = lessons_by_status(session, view)
     by_scope: dict[str, dict[str, int]] = {}
     for scope, status, count in session.execute(
-        select(Bullet.scope, Bullet.status, func.count()).group_by(Bullet.scope, Bullet.status)
+        select(Bullet.scope, Bullet.status, func.count())
+        .where(view.lessons())
+        .group_by(Bullet.scope, Bullet.status)
     ):
         by_scope.setdefault(scope, {})[status] = count
     events = dict(
-        session.execute(select(UsageEvent.kind, func.count()).group_by(UsageEvent.kind)).all()
+        session.execute(
+            select(UsageEvent.kind, func.count()).where(view.events()).group_by(UsageEvent.kind)
+        ).all()
     )
     outcomes = dict(
         session.execute(
             select(UsageEvent.success, func.count())
-            .where(UsageEvent.kind == "cited")
+            .where(UsageEvent.kind == "cited", view.events())
             .group_by(UsageEvent.success)
         ).all()
     )
     tickets: dict[str, bool] = {}
     for ticket_key, shown in session.execute(select(Retrieval.ticket_key, Retrieval.bullet_ids)):
-        if ticket_key:
+        if ticket_key and view.sees_ticket(ticket_key):
             tickets[ticket_key] = tickets.get(ticket_key, False) or bool(shown)
     loads, cites = events.get("loaded", 0), events.get("cited", 0)
-    shown, cited_after_shown = cite_rate_pairs(session)
+    shown, cited_after_shown = cite_rate_pairs(session, view)
     # Ordered by the confidence search ranks by, so "most helpful" means what ranking means:
     # above 0.5 exactly when merged cites outnumber rejected ones.
     trust = confidence_column()
     helpful = session.scalars(
         select(Bullet)
-        .where(Bullet.cites_success > Bullet.cites_failure)
+        .where(Bullet.cites_success > Bullet.cites_failure, view.lessons())
         .order_by(trust.desc(), Bullet.cites_success.desc(), Bullet.id)
         .limit(top)
     )
     harmful = session.scalars(
         select(Bullet)
-        .where(Bullet.cites_failure > Bullet.cites_success)
+        .where(Bullet.cites_failure > Bullet.cites_success, view.lessons())
         .order_by(trust, Bullet.cites_failure.desc(), Bullet.id)
         .limit(top)
     )
     demoted = session.scalars(
         select(Bullet)
-        .where(Bullet.demoted_on >= now - timedelta(days=30))
+        .where(Bullet.demoted_on >= now - timedelta(days=30), view.lessons())
         .order_by(Bullet.demoted_on.desc())
     )
     return {
@@ -174,7 +186,8 @@ class PruneReport:
 
 def observed_days(session: Session, now: datetime) -> float:
     """How many days the usage log spans (0 when it is empty)."""
-    first = session.scalar(select(func.min(UsageEvent.ts)))
+    # Counted events only: a report that moves nothing must not open prune's gate early.
+    first = session.scalar(select(func.min(UsageEvent.ts)).where(UsageEvent.counted))
     if first is None:
         return 0.0
     return max((now - clock.to_utc(first)).total_seconds() / 86400, 0.0)
@@ -191,7 +204,12 @@ def prune_candidates(
     """
     idle_since = now - timedelta(days=idle_days)
     born_before = now - timedelta(days=min_age_days)
-    recent = select(UsageEvent.bullet_id).where(UsageEvent.ts >= idle_since).distinct()
+    # A report about a ticket the bot never saw is not use (playbook/self_reports.py).
+    recent = (
+        select(UsageEvent.bullet_id)
+        .where(UsageEvent.ts >= idle_since, UsageEvent.counted)
+        .distinct()
+    )
     rows = list(
         session.scalars(
             select(Bullet)

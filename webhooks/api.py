@@ -384,9 +384,13 @@ def _change(action: Callable[..., agents.Change], path: LessonPath, reason: str 
 
 @api.get("/stats", tags=[lessons_tag], summary="Playbook statistics", responses={200: agents.Stats})
 def stats() -> Response:
-    """Lessons by status and scope, loads, cites, outcomes, coverage and cite rate."""
+    """Lessons by status and scope, loads, cites, outcomes, coverage and cite rate.
+
+    An agent token bound to a scope gets the report of what it may read: its scope's and
+    the global lessons, their usage in its own work, and searches for its tickets.
+    """
     with db.transaction(runtime().engine) as session:
-        report = agents.stats(session)
+        report = agents.stats(session, _caller())
     return _json(report)
 
 

@@ -15,7 +15,8 @@ def stats() -> str:
     """Loads, cites, outcomes and demotions per week; coverage, cite rate, lessons by status."""
     with db.transaction(runtime().engine) as session:
         weeks = activity.weekly(session, weeks=WEEKS)
-        report = agents.stats(session)
+        # The page is for maintainers (or public by choice): every scope.
+        report = agents.stats(session, agents.Caller(actor="ui", role="maintainer"))
     nonce = access.nonce()
     return render_template(
         "stats.html",
