@@ -13,7 +13,7 @@ from bot.effects import Effects, TicketRef
 from bot.handlers.context import publish
 from bot.logs import delivery_context
 from bot.outcomes import NETWORK_ERRORS, Deferred, describe
-from playbook import comments, db, inbox, retrieval, side_effects
+from playbook import comments, db, ids, inbox, retrieval, side_effects
 from playbook.errors import PlaybookError
 from playbook.models import SideEffect
 
@@ -70,10 +70,11 @@ def ref_of(effect: SideEffect, installation_id: int | None = None) -> TicketRef:
     if effect.target == "jira":
         return TicketRef.jira(key)
     repo, _, number = key.rpartition("#")
-    if not repo or not number.isdigit():
+    issue = ids.number(number)
+    if not repo or issue is None:
         raise CannotRepost(f"side effect {effect.id} names no GitHub issue ({key!r})")
     installation = effect.installation_id if effect.installation_id is not None else installation_id
-    return TicketRef.github(repo, int(number), installation)
+    return TicketRef.github(repo, issue, installation)
 
 
 def _is_kept_comment(effect: SideEffect) -> bool:

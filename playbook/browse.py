@@ -10,7 +10,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, case, func, select
 from sqlalchemy.orm import Session
 
-from playbook import fields, ranking, upkeep
+from playbook import fields, ids, ranking, upkeep
 from playbook.models import STATUSES, Bullet, Revision, UsageEvent
 from playbook.retrieval import PROPOSED, Retriever
 from playbook.text import Ticket
@@ -48,9 +48,10 @@ class Filters:
         if sort not in SORTS:
             raise fields.FieldProblem("sort", f"must be one of {', '.join(SORTS)}")
         raw_page = (args.get("page") or "1").strip()
-        if not raw_page.isdigit() or not 1 <= int(raw_page) <= 100_000:
+        page = ids.number(raw_page, max_digits=6)  # ASCII digits only: a full-width 1 is no page 1
+        if page is None or not 1 <= page <= 100_000:
             raise fields.FieldProblem("page", "must be a page number from 1")
-        return cls(q, status, scope, ticket, sort, int(raw_page))
+        return cls(q, status, scope, ticket, sort, page)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
+from playbook import characters, ids
+
 # GitHub caps PR bodies and comments at 65,536 characters. Reading no more than that bounds the
 # work whatever a body holds; the patterns below also run in linear time on their own, as they
 # read untrusted text: possessive quantifiers (`*+`, `++`) never give back what no later part of
@@ -25,7 +27,6 @@ _TASK_BOX = re.compile(r"\[[ xX]\][ \t]++")
 # `[^\S\n]` rather than `\s` after `^`: `\s*` crosses newlines, so from every line start it
 # would scan all the blank lines that follow.
 _COMMAND = re.compile(r"^[^\S\n]*+/(lesson|playbook)\b[ \t]*+(.*)$", re.IGNORECASE | re.MULTILINE)
-_ID = re.compile(r"^pb-\d++$", re.IGNORECASE)
 MIN_LESSON_CHARS = 12
 # CommonMark blocks, as GitHub's Markdown starts from. Only block structure is needed: inline
 # parsing (links, emphasis) is off, which also keeps runs of brackets from costing quadratic time.
@@ -103,7 +104,9 @@ def lessons_in(body: str | None) -> list[str]:
                 items.append(_TASK_BOX.sub("", text, count=1) if text.startswith("[") else text)
             elif text:
                 paragraphs.append(text)
-    return [text for text in (items or paragraphs) if len(text) >= MIN_LESSON_CHARS]
+    # Measured as it reads: twelve zero-width spaces are no lesson (`characters.visible`).
+    lessons = (characters.visible(text).strip() for text in (items or paragraphs))
+    return [text for text in lessons if len(text) >= MIN_LESSON_CHARS]
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ def commands_in(body: str | None) -> list[Command]:
     for match in _COMMAND.finditer(_without_comments((body or "")[:BODY_CHARS])):
         name, rest = match.group(1).lower(), match.group(2).strip()
         if name == "lesson":
+            rest = characters.visible(rest).strip()
             if len(rest) < MIN_LESSON_CHARS:
                 found.append(Command("lesson", problem="write the lesson after /lesson"))
             else:
@@ -133,7 +137,7 @@ def commands_in(body: str | None) -> list[Command]:
             continue
         verb, _, tail = rest.partition(" ")
         bullet_id, _, reason = tail.strip().partition(" ")
-        if verb.lower() not in PLAYBOOK_VERBS or not _ID.match(bullet_id):
+        if verb.lower() not in PLAYBOOK_VERBS or not ids.is_numbered(bullet_id):
             found.append(
                 Command(
                     "playbook",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import date
 
+from playbook import characters
 from playbook.errors import InvalidInput
 
 # Column sizes of the fields agents and people fill in (see playbook/models.py).
@@ -26,8 +27,9 @@ REASON_CHARS = 2_000
 # word count and crowd real lessons out of the ranking.
 MAX_LESSON_CHARS = 2_000
 # A bullet id is cited in comma-separated lists (`--ids pb-1,pb-2`) and in prose, so it holds
-# no commas and no white space.
-_BULLET_ID = re.compile(r"[^\s,]+")
+# no commas and no white space; and it is ASCII, so that no id can look like another one
+# (pb- and a full-width 1, or pb-1 and an Arabic-Indic zero, read as pb-1).
+_BULLET_ID = re.compile(r"[\x21-\x2b\x2d-\x7e]+")
 _ELLIPSIS = "…"
 
 
@@ -89,23 +91,27 @@ def text(
     empty: str = "is empty",
     limit_hint: str = "",
 ) -> str:
-    """``value`` stripped, if it is a string that fits the field; else FieldProblem naming it.
+    """``value`` visible and stripped, if it is a string that fits the field; else FieldProblem.
 
-    Numbers are refused rather than converted: YAML reads `id: 007` as 7 and `0123` as 83, so
-    converting would store something other than what the file says.
+    Every stored text comes through here, so none holds a direction override or an invisible
+    character (`characters.visible`): what a person reads is what the text says. Numbers are
+    refused rather than converted: YAML reads `id: 007` as 7 and `0123` as 83, so converting
+    would store something other than what the file says.
     """
     if not isinstance(value, str):
         raise FieldProblem(field, f"must be text, not {describe(value)}; quote it")
-    cleaned = value.strip()
+    if "\x00" in value:  # refused, not dropped, as ever: PostgreSQL could not store it
+        raise FieldProblem(field, "contains a NUL character")
+    cleaned = characters.visible(value).strip()
     if required and not cleaned:
+        if value.strip():
+            raise FieldProblem(field, "holds only invisible or control characters; write text")
         raise FieldProblem(field, empty)
     if len(cleaned) > max_chars:
         raise FieldProblem(
             field,
             f"is {len(cleaned):,} characters long, over the {max_chars:,} allowed{limit_hint}",
         )
-    if "\x00" in cleaned:
-        raise FieldProblem(field, "contains a NUL character")
     if not cleaned.isascii():
         try:
             cleaned.encode("utf-8")
@@ -115,10 +121,19 @@ def text(
 
 
 def bullet_id(value: object, field: str = "id") -> str:
-    """A bullet id as given (``pb-12``, ``CTMS-L-1``): text, no commas or spaces, <= 64 chars."""
+    """A bullet id as given (``pb-12``, ``CTMS-L-1``): ASCII, no commas or spaces, <= 64 chars.
+
+    Checked as given, before `text` drops invisible characters: ``pb-1`` with a zero-width
+    space in it is refused, not taken for pb-1.
+    """
+    if isinstance(value, str) and not value.isascii():
+        shown = ascii(value.strip()[:BULLET_ID_CHARS])
+        raise FieldProblem(field, f"{shown} is not an id: ids are ASCII, e.g. pb-12")
     cleaned = text(value, field, BULLET_ID_CHARS, required=True)
     if not _BULLET_ID.fullmatch(cleaned):
         raise FieldProblem(field, f"{cleaned!r} has spaces or commas; use e.g. pb-12")
+    if cleaned != str(value).strip():  # a control character, not dropped from an id
+        raise FieldProblem(field, f"{str(value).strip()!a} holds a control character")
     return cleaned
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, bindparam, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, ids
 from playbook.errors import InvalidInput
 from playbook.models import DELIVERY_STATUSES, ERROR_KINDS, Delivery
 
@@ -289,9 +289,10 @@ def get(session: Session, delivery_key: str) -> Delivery:
     """A delivery by inbox row id or by its sender's delivery id (GUID)."""
     query = select(Delivery).where(Delivery.delivery_id == delivery_key)
     # A row id fits a signed 64-bit integer; longer digits can only be a sender's id.
-    if delivery_key.isdigit() and int(delivery_key) < 2**63:
+    row_id = ids.number(delivery_key, max_digits=19)  # ASCII digits only
+    if row_id is not None and row_id < 2**63:
         query = select(Delivery).where(
-            or_(Delivery.id == int(delivery_key), Delivery.delivery_id == delivery_key)
+            or_(Delivery.id == row_id, Delivery.delivery_id == delivery_key)
         )
     delivery = session.scalars(query.order_by(Delivery.id)).first()
     if delivery is None:

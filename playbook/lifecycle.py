@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -11,9 +10,10 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
-from playbook import clock, fields
+from playbook import characters, clock, fields
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.fields import FieldProblem
+from playbook.ids import canonical_number, sort_key
 from playbook.models import STATUSES, Bullet, PlaybookMeta, Revision
 from playbook.text import bullet_tokens, plain_words
 from playbook.usage import COUNTER_FIELDS
@@ -46,7 +46,6 @@ _REQUIRED_TEXT = {"section": fields.SECTION_CHARS, "scope": fields.SCOPE_CHARS}
 LEARNED_FROM_MISSING = "is missing; name the ticket the lesson was learned from, e.g. CTMS-4337"
 _LEARNED_FROM_EMPTY = "is empty; name the ticket the lesson was learned from, e.g. CTMS-4337"
 DUPLICATE_OVERLAP = 0.8
-_ID_NUMBER = re.compile(r"pb-(\d+)")
 
 
 @dataclass(frozen=True)
@@ -508,14 +507,6 @@ def _numbers_taken(session: Session, numbers: Sequence[int]) -> set[int]:
     return taken
 
 
-def canonical_number(bullet_id: str) -> int | None:
-    """The n of `pb-<n>` when the id is exactly that (not `pb-007`, which is another id)."""
-    match = _ID_NUMBER.fullmatch(bullet_id)
-    if match is None or len(match.group(1)) > 9 or match.group(1) != str(int(match.group(1))):
-        return None  # nine digits at most: `number` is a 32-bit column
-    return int(match.group(1))
-
-
 def _snapshot(values: Mapping[str, Any]) -> dict[str, Any]:
     """The revisable fields among ``values`` as a revision stores them (JSON-ready)."""
     out: dict[str, Any] = {}
@@ -751,7 +742,12 @@ def revert(
     why = reason or f"undo revision {revision_id} ({revision.action})"
     if revision.before is None:
         return archive(session, bullet_id, reason=why, actor=actor)
-    values = dict(revision.before)
+    # A revision from before text was made visible on the way in may hold direction
+    # controls: undoing a change must not bring them back.
+    values = {
+        key: characters.visible(value) if isinstance(value, str) else value
+        for key, value in revision.before.items()
+    }
     if values.get("demoted_on"):
         values["demoted_on"] = clock.parse_time(values["demoted_on"])
     return _apply(session, bullet, "revert", actor, why, **values)
@@ -767,9 +763,3 @@ def as_of(session: Session, when: datetime) -> list[dict[str, Any]]:
         if revision.after is not None:
             state[revision.bullet_id] = {"id": revision.bullet_id, **revision.after}
     return [state[key] for key in sorted(state, key=sort_key)]
-
-
-def sort_key(bullet_id: str) -> tuple[int, int, str]:
-    """Order `pb-2` before `pb-10`, and imported ids after numbered ones."""
-    match = _ID_NUMBER.fullmatch(bullet_id)
-    return (0, int(match.group(1)), "") if match else (1, 0, bullet_id)

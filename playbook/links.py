@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from playbook import ids
+
 # GitHub caps PR titles at 256 characters and bodies at 65,536; branch names are shorter still.
 # Reading no more than this bounds the work whatever a PR holds.
 TITLE_CHARS = 1_024
@@ -13,7 +15,8 @@ BODY_CHARS = 65_536
 # The patterns below read untrusted text, so each runs in linear time: possessive quantifiers
 # (`*+`, `++`) never give back what the rest of the pattern could not use, and the lookbehinds
 # let an attempt start only where a word starts, so no run of characters is read from two starts.
-BULLET_ID = re.compile(r"(?<![\w-])pb-(\d++)(?![\w-])", re.IGNORECASE)
+# Numbers are ASCII digits only (see playbook/ids.py): Arabic-Indic digits close no issue.
+BULLET_ID = ids.MENTION
 # Atlassian's convention: a project key (letter, then letters/digits) and a number.
 JIRA_KEY = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]++-[0-9]++)(?![\w-])")
 # Branch names are usually lower case (ctms-4337-fix-retries), so match them case-insensitively.
@@ -22,7 +25,7 @@ CLOSING = r"(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)"
 # "Fixes #1", "closes: #1": `(?:\s*+:)?\s++` where `\s*:?\s+` would try every split of a run of
 # spaces between its two `\s`.
 CLOSES_ISSUE = re.compile(
-    rf"\b{CLOSING}(?:\s*+:)?\s++(?:([\w.-]++/[\w.-]++))?#(\d++)\b",
+    rf"\b{CLOSING}(?:\s*+:)?\s++(?:([A-Za-z0-9_.-]++/[A-Za-z0-9_.-]++))?#([0-9]++)\b",
     re.IGNORECASE,
 )
 CLOSES_JIRA = re.compile(
@@ -34,10 +37,7 @@ NOT_KEYS = re.compile(r"^(UTF|SHA|ISO|RFC|MD|CVE|PEP|HTTP|TLS|X)-", re.IGNORECAS
 
 def bullet_ids(text: str | None) -> list[str]:
     """Bullet ids mentioned in text (``pb-12``, ``[PB-12]``), normalised, in order, once each."""
-    seen: dict[str, None] = {}
-    for match in BULLET_ID.finditer(text or ""):
-        seen.setdefault(f"pb-{int(match.group(1))}", None)
-    return list(seen)
+    return ids.mentioned(text)
 
 
 def _keys(pattern: re.Pattern[str], text: str | None) -> list[str]:

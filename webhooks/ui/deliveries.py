@@ -11,7 +11,7 @@ from werkzeug.wrappers import Response
 
 from bot import repost
 from bot.services import Services
-from playbook import db, inbox, side_effects
+from playbook import db, ids, inbox, side_effects
 from playbook.errors import PlaybookError
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
 from webhooks.app import runtime
@@ -95,7 +95,7 @@ def deliveries() -> str | tuple[str, int]:
     problem = None
     if status is not None and status not in DELIVERY_STATUSES:
         problem, status = f"status must be one of {', '.join(DELIVERY_STATUSES)}", None
-    before = int(before_arg) if before_arg.isdigit() and len(before_arg) < 19 else None
+    before = ids.number(before_arg)  # ASCII digits only, within a 64-bit row id
     with db.transaction(runtime().engine) as session:
         rows = inbox.listing(session, status, PAGE_SIZE + 1, before=before)
         more = len(rows) > PAGE_SIZE
