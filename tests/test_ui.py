@@ -91,11 +91,28 @@ def test_login_goes_back_only_to_this_site(make: Any) -> None:
             data={"token": TOKEN, "next": target, "csrf_token": _token(client)},
         )
         assert answer.headers["Location"] == "/ui/", target
-        client.get("/ui/logout")
+        client.post("/ui/logout", data={"csrf_token": _token(client, "/ui/")})
     answer = client.post(
         "/ui/login", data={"token": TOKEN, "next": "/ui/stats", "csrf_token": _token(client)}
     )
     assert answer.headers["Location"] == "/ui/stats"
+
+
+def test_logging_out_takes_the_button_and_its_csrf_token(make: Any) -> None:
+    client = make()
+    _log_in(client)
+    # A link, an image or a form on another site cannot end the session.
+    assert client.get("/ui/logout").status_code == 405
+    assert client.get("/ui/").status_code == 200
+    cross_site = client.post("/ui/logout", headers={"Origin": "https://evil.example"})
+    assert cross_site.status_code == 400
+    assert client.post("/ui/logout", data={"csrf_token": "forged"}).status_code == 400
+    assert client.get("/ui/").status_code == 200
+    page = client.get("/ui/").text
+    assert re.search(r'<form method="post" action="/ui/logout"', page)
+    answer = client.post("/ui/logout", data={"csrf_token": _token(client, "/ui/")})
+    assert answer.status_code == 302
+    assert client.get("/ui/").status_code == 302  # back to the login
 
 
 def test_a_new_token_ends_old_sessions(make: Any, lesson: str, engine: Engine, settings: Any):

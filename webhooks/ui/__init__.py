@@ -25,7 +25,8 @@ def _blueprint() -> Blueprint:
     write = access.maintainer
     routes: list[tuple[str, str, Any, tuple[str, ...]]] = [
         ("/login", "login", login.login, ("GET", "POST")),
-        ("/logout", "logout", login.logout, ("GET", "POST")),
+        # POST only, with the CSRF token: a link or image on another site cannot log you out.
+        ("/logout", "logout", login.logout, ("POST",)),
         ("/", "lessons", read(lessons.lessons), ("GET",)),
         ("/lessons/<bullet_id>", "lesson", read(lessons.lesson), ("GET",)),
         ("/lessons/<bullet_id>/approve", "approve", write(lessons.approve), ("POST",)),
