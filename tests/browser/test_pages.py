@@ -121,6 +121,12 @@ def test_log_in_search_and_open_a_lesson(serve: Any, page_for: Any) -> None:
     expect(page.locator(".timeline")).to_contain_text("cited")
     expect(page.locator(".timeline")).to_contain_text("loaded")
 
+    # Logging out is the header's button (a POST with the CSRF token), not a link.
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(re.compile(r"/ui/login"))
+    page.goto(f"{site.url}/ui/")
+    expect(page).to_have_url(re.compile(r"/ui/login"))
+
 
 def test_deprecate_with_a_reason_then_restore(serve: Any, page_for: Any) -> None:
     site: Site = serve(jira_url="https://jira.example.com")
