@@ -247,11 +247,16 @@ def test_processes_sharing_a_directory_are_summed_in_one_scrape(
     assert value(samples, "playbook_deliveries_received_total", **labels) == 5
 
 
-def test_serve_tells_the_metrics_when_its_gunicorn_worker_exits(settings: Settings) -> None:
+def test_serve_forgets_its_live_gauges_when_it_stops(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from webhooks.server import EmbeddedServer
 
+    dead: list[int] = []
+    monkeypatch.setattr(metrics, "child_exit", lambda _server, worker: dead.append(worker.pid))
     server = EmbeddedServer(settings, "127.0.0.1", 0)
-    assert server.cfg.child_exit is metrics.child_exit
+    server.stop()
+    assert dead == [os.getpid()]
 
 
 def test_the_gunicorn_settings_make_a_directory_of_their_own_and_remove_it(

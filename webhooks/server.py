@@ -1,14 +1,17 @@
-"""`playbook-bot serve`: gunicorn serving the app, with the worker in the same process."""
+"""`playbook-bot serve`: waitress serving the app, with the worker in the same process."""
 
 from __future__ import annotations
 
 import logging
+import os
+import resource
+import signal
 import socket
 import threading
+from types import FrameType, SimpleNamespace
 from typing import Any
 
-from gunicorn.app.base import BaseApplication
-from gunicorn.util import is_ipv6
+from waitress.server import create_server
 
 from bot.config import Settings
 from bot.services import Services
@@ -17,19 +20,35 @@ from webhooks.app import create_app
 
 log = logging.getLogger(__name__)
 
+# A connection that sends nothing for this long is closed, whatever it was in the middle of
+# (headers, a body, or idle between requests): GitHub itself gives up on an answer after 10 s.
+IDLE_SECONDS = 10
+# How often waitress looks for such connections, so one is closed within 10-12 s.
+CLEANUP_SECONDS = 2
+# Headers of a request, all of them: a URL of a search in a non-Latin script percent-encodes
+# to 9-12 bytes a character and still fits, with room for the headers a proxy adds.
+MAX_HEADER_BYTES = 64 * 1024
+# Open connections at once, below the process's file limit (the database, logs and the
+# listening socket need some): past it waitress stops accepting until one closes.
+MAX_CONNECTIONS = 1000
+RESERVED_FILES = 64
 
-def bind_address(host: str, port: int) -> str:
-    """gunicorn's ``bind`` for ``host``: an IPv6 address goes in brackets, or it misreads it."""
-    return f"[{host}]:{port}" if is_ipv6(host) else f"{host}:{port}"
+
+def is_ipv6(host: str) -> bool:
+    """Whether ``host`` is an IPv6 address (which binds on an AF_INET6 socket)."""
+    try:
+        socket.inet_pton(socket.AF_INET6, host)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def check_bind(host: str, port: int) -> None:
-    """Raise the OSError gunicorn would meet binding ``host:port``, before anything starts.
+    """Raise the OSError binding ``host:port`` meets, before anything starts.
 
-    gunicorn would try a taken port five times a second apart, among its own log lines,
-    and exit 1 after `serve` said it listens; a probe bound the way gunicorn binds
-    (SO_REUSEADDR, so a port in TIME_WAIT after a restart is still free) fails at once on a
-    port in use, a privileged port or an address that is not this machine's.
+    Binding the way waitress binds (SO_REUSEADDR, so a port in TIME_WAIT after a restart is
+    still free) fails at once on a port in use, a privileged port or an address that is not
+    this machine's, before `serve` says it listens or starts its worker.
     """
     family = socket.AF_INET6 if is_ipv6(host) else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
@@ -37,61 +56,71 @@ def check_bind(host: str, port: int) -> None:
         probe.bind((host, port))
 
 
-class EmbeddedServer(BaseApplication):  # type: ignore[misc]
-    """One gunicorn process with a few request threads and one worker thread.
+def connection_limit() -> int:
+    """How many connections waitress may hold open: MAX_CONNECTIONS, or fewer if files are few."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(16, min(MAX_CONNECTIONS, soft - RESERVED_FILES))
 
-    A single process keeps SQLite's one-writer rule easy; threads answer webhooks
-    while the worker thread processes the inbox behind them.
+
+class EmbeddedServer:
+    """One process: waitress answers requests on a few threads, one worker thread processes.
+
+    waitress reads every request whole (headers and body) in its event loop before a thread
+    runs the app, so a client that trickles its request holds a socket, not a thread: slow
+    or stalled clients cannot take the answers to GitHub away. A single process keeps
+    SQLite's one-writer rule easy.
     """
 
     def __init__(self, settings: Settings, host: str, port: int, threads: int = 4) -> None:
         self.settings = settings
-        self.options = {
-            "bind": bind_address(host, port),
-            "workers": 1,
-            "worker_class": "gthread",
-            "threads": threads,
-            "accesslog": None,
-            # gunicorn's largest request line (its default is 4,094 bytes): a search query of
-            # non-Latin text percent-encodes to 9-12 bytes a character, and a line over the
-            # limit gets gunicorn's HTML error page instead of the API's problem+json.
-            "limit_request_line": 8190,
-            "post_worker_init": self._start_worker,
-            "worker_exit": self._stop_worker,
-        }
-        self.options.update(metrics_hooks())
-        self._stop = threading.Event()
         self.application = create_app(settings)
-        super().__init__()
+        self._stop = threading.Event()
+        self._scheduler: Any = None
+        self.server = create_server(
+            self.application,
+            host=host,
+            port=port,
+            threads=threads,
+            connection_limit=connection_limit(),
+            channel_timeout=IDLE_SECONDS,
+            cleanup_interval=CLEANUP_SECONDS,
+            max_request_header_size=MAX_HEADER_BYTES,
+            # Bodies up to twice the app's own limit reach the app, whose answer names
+            # PLAYBOOK_MAX_BODY_BYTES; waitress refuses larger ones unread.
+            max_request_body_size=2 * settings.max_body_bytes,
+            # select() cannot watch descriptors past 1024; poll() can.
+            asyncore_use_poll=True,
+        )
 
-    def load_config(self) -> None:
-        """Hand our options to gunicorn."""
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-
-    def load(self) -> Any:
-        """The WSGI app."""
-        return self.application
-
-    def _start_worker(self, _worker: Any) -> None:
+    def run(self) -> None:
+        """Serve until SIGTERM or SIGINT, with the inbox worker and the scheduled jobs running."""
         from bot import scheduler
 
+        # waitress ends its loop on SystemExit: SIGTERM stops `serve` as Ctrl-C does.
+        signal.signal(signal.SIGTERM, _exit)
         engine = self.application.extensions["playbook"].engine
         start_thread(Services(engine=engine, settings=self.settings), self._stop)
         self._scheduler = scheduler.start(engine, self.settings)
+        try:
+            self.server.run()
+        finally:
+            self.stop()
 
-    def _stop_worker(self, _server: Any, _worker: Any) -> None:
+    def stop(self) -> None:
+        """Stop the worker and the scheduler, close the server and forget this process's gauges."""
+        from bot import metrics
+
         self._stop.set()
-        if getattr(self, "_scheduler", None) is not None:
+        if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+        self.server.close()
+        # With PROMETHEUS_MULTIPROC_DIR shared with worker processes, this process's live
+        # gauges leave the sums when it stops, as gunicorn's child_exit does for its workers.
+        metrics.child_exit(None, SimpleNamespace(pid=os.getpid()))
 
 
-def metrics_hooks() -> dict[str, Any]:
-    """gunicorn hooks for the metrics: a worker that exits leaves the multiprocess sum right.
-
-    `serve` runs one gunicorn worker, which gunicorn starts again if it dies; with
-    PROMETHEUS_MULTIPROC_DIR set, the new worker's values are summed with the old one's.
-    """
-    from bot import metrics
-
-    return {"child_exit": metrics.child_exit}
+def _exit(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)

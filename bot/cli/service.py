@@ -38,8 +38,8 @@ def serve(ctx: Context, host: str, port: int, threads: int) -> None:
         if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
             raise UserError(message) from None
         raise CommandFailed(message) from None
-    # Create or check the schema before accepting deliveries; the server process opens its
-    # own engine after gunicorn forks, so this one is closed rather than inherited.
+    # Create or check the schema before accepting deliveries; the server opens its own
+    # engine, so this one's connections are closed rather than left idle.
     ctx.engine.dispose()
     server = EmbeddedServer(ctx.settings, host, port, threads)
     where = f"[{host}]" if ":" in host else host
