@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from bot import callers
 from bot.config import Settings
-from playbook import agents, db
+from playbook import agents, db, usage
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,11 @@ def build_server(
         ctx: Context,
         ticket: Annotated[str, Field(description="The ticket key the work is for.")],
         lesson_ids: Annotated[
-            list[str], Field(description='The lesson ids, e.g. ["pb-12", "pb-31"].')
+            list[str],
+            Field(
+                max_length=usage.MAX_IDS_PER_EVENT,
+                description='The lesson ids, e.g. ["pb-12", "pb-31"].',
+            ),
         ],
         kind: Annotated[
             Literal["loaded", "cited"],

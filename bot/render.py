@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from playbook.characters import FSI, PDI, isolated, right_to_left, visible
 from playbook.retrieval import Hit
 
 # One character per match and no repetition, so escaping runs in linear time on any lesson text.
@@ -13,7 +14,8 @@ _WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")
 
 def reason(hit: Hit) -> str:
     """One line on where a lesson comes from and how it has done."""
-    parts = [f"learned from {hit.learned_from}" if hit.learned_from else "no source ticket"]
+    source = isolated(hit.learned_from) if hit.learned_from else ""
+    parts = [f"learned from {source}" if source else "no source ticket"]
     if hit.cites_success or hit.cites_failure:
         outcomes = []
         if hit.cites_success:
@@ -42,6 +44,20 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
 
 
+def _lesson_text(text: str, escape: Callable[[str], str], limit: int) -> str:
+    """A lesson's text as a comment shows it: visible, escaped, shortened and isolated.
+
+    Stored text is already visible (`fields.text`); made so again here for rows written
+    before that rule. Right-to-left text is wrapped in an isolate (`characters.isolated`)
+    after it is cut, so the cut never drops the isolate's end and lets the direction leak.
+    """
+    # Not `isolated(escaped)`: that would drop the zero-width space escaping puts after "@".
+    escaped = escape(visible(text))
+    if not right_to_left(escaped):
+        return _shorten(escaped, limit)
+    return f"{FSI}{_shorten(escaped, limit - 2)}{PDI}"
+
+
 def lessons_comment(hits: Sequence[Hit], *, markup: str, max_chars: int) -> tuple[str, list[str]]:
     """The comment listing ``hits`` within ``max_chars``; returns it and the ids it shows."""
     if markup == "jira":
@@ -65,14 +81,14 @@ def lessons_comment(hits: Sequence[Hit], *, markup: str, max_chars: int) -> tupl
         why = reason(hit)
         if markup == "jira":
             line = f"* *\\[{hit.bullet_id}\\]* {{text}}\n** _{_wiki_text(why)}_\n"
-            text = _wiki_text(hit.text)
+            escape = _wiki_text
         else:
             line = f"- **[{hit.bullet_id}]** {{text}}\n  <sub>{_markdown_text(why)}</sub>\n"
-            text = _markdown_text(hit.text)
+            escape = _markdown_text
         room = budget - len(line) + len("{text}")
         if room < 40:
             break  # not even a useful excerpt fits; lower-ranked lessons are left out
-        line = line.replace("{text}", _shorten(text, min(room, 600)))
+        line = line.replace("{text}", _lesson_text(hit.text, escape, min(room, 600)))
         lines.append(line)
         shown.append(hit.bullet_id)
         budget -= len(line)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -40,8 +40,21 @@ _CURSOR = re.compile(r"[A-Za-z0-9_-]*")
 Role = Literal["maintainer", "agent"]
 Kind = Literal["loaded", "cited"]
 Status = Literal["proposed", "active", "deprecated", "archived"]
+
+
+def _text_time(value: object) -> object:
+    # pydantic's datetime also reads numbers, which would let one past the documented
+    # maximum of the number form through as a date: numbers are the other form's.
+    if isinstance(value, int | float):
+        raise ValueError("a number is a Unix time, not an ISO 8601 string")
+    return value
+
+
 # When a load or cite happened: ISO 8601, or Unix seconds or milliseconds (up to year 3000).
-Timestamp = datetime | Annotated[float, Field(ge=0, le=32_503_680_000_000)]
+Timestamp = (
+    Annotated[datetime, BeforeValidator(_text_time)]
+    | Annotated[float, Field(ge=0, le=32_503_680_000_000)]
+)
 
 
 class Forbidden(PlaybookError):

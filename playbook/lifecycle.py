@@ -89,7 +89,9 @@ def as_dict(bullet: Bullet) -> dict[str, Any]:
 
 
 def get(session: Session, bullet_id: str) -> Bullet:
-    """Load a bullet by id or raise BulletNotFound."""
+    """Load a bullet by id or raise BulletNotFound; an id that is not ASCII is a FieldProblem."""
+    if not bullet_id.isascii():  # `pb-` and a full-width 1 is not pb-1, nor any other id
+        fields.bullet_id(bullet_id)
     bullet = session.get(Bullet, bullet_id)
     if bullet is None:
         raise BulletNotFound(bullet_id)
@@ -193,7 +195,8 @@ def check_tags(value: object) -> list[str]:
         raise FieldProblem(
             "tags", f"must be a list or comma-separated text, not {fields.describe(value)}"
         )
-    tags = normalize_tags(items)
+    # Made visible before the repeats are dropped: "x" and "x" with a zero-width space are one.
+    tags = normalize_tags(fields.text(item, "tags", len(item)) for item in items)
     if len(tags) > fields.MAX_TAGS:
         raise FieldProblem("tags", f"has {len(tags)} tags, over the {fields.MAX_TAGS} allowed")
     for tag in tags:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from flask import Response, g, jsonify, request
 from flask_openapi3 import APIBlueprint, Tag
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from bot import callers
 from playbook import agents, db, fields, lifecycle, usage
@@ -433,6 +433,10 @@ def post_usage() -> Response:
     caller = _caller()
     events = []
     for position, item in enumerate(items, start=1):
+        # The documented limits first, on the event as sent: parsing drops repeated ids.
+        beyond = _beyond_limits(item, position, listed=isinstance(body, list))
+        if beyond is not None:
+            return beyond
         try:
             event = usage.parse_agent_event(item)
         except PlaybookError as problem:
@@ -465,6 +469,41 @@ def post_usage() -> Response:
             status, f"event {rejected.position}: {rejected.problem}", field="lessonIds"
         )
     return _json(UsageRecorded(status="recorded", events=recorded), 201)
+
+
+# The documented upper bounds (maxItems, maxLength, maximum) as pydantic names their breach.
+_LIMIT_ERRORS = frozenset({"too_long", "string_too_long", "less_than_equal", "less_than"})
+# The older names an event may use, read when the documented one is absent (as parsed).
+_ALIASES = {"lessonIds": "lessonId", "ticketId": "ticket", "phaseSuccess": "success"}
+
+
+def _beyond_limits(item: Any, position: int, *, listed: bool) -> Response | None:
+    """A 400 naming the field when a raw event breaks a limit the OpenAPI document states.
+
+    The parser forgives repeats and white space (a list naming pb-1 5,000 times is one
+    mention), so the documented limits are checked first, on the event as sent.
+    """
+    if not isinstance(item, dict):
+        return None
+    sent = dict(item)
+    for name, alias in _ALIASES.items():
+        if sent.get(name) is None and sent.get(alias) is not None:
+            sent[name] = sent[alias]
+    if sent.get("queryId") is None and sent.get("query_id") is not None:
+        sent["queryId"] = sent["query_id"]
+    try:
+        UsageEvent.model_validate(sent)
+    except ValidationError as error:
+        for problem in error.errors(include_url=False, include_input=False):
+            if problem["type"] in _LIMIT_ERRORS:
+                # Union branches add type tags to the location; the field and index remain.
+                loc = problem["loc"]
+                where = ".".join(str(p) for p in loc if p == loc[0] or isinstance(p, int))
+                field = f"body[{position - 1}].{where}" if listed else where
+                return problems.problem(
+                    400, f"event {position}: {where}: {problem['msg']}", field=field
+                )
+    return None
 
 
 def _lesson_id(value: str) -> str:

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlsplit
 from flask import Flask
 
 from bot.config import Settings
-from playbook import clock
+from playbook import characters, clock
 
 # owner/repo#12, as the bot writes GitHub tickets and pull requests.
 _GITHUB_KEY = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100})#([0-9]{1,9})")
@@ -47,6 +47,16 @@ def short(text: str | None, chars: int = 140) -> str:
     if len(flat) <= chars:
         return flat
     return flat[:chars].rsplit(" ", 1)[0] + "…"
+
+
+def visible(text: str | None) -> str:
+    """Text without direction overrides or invisible characters (`characters.visible`).
+
+    Stored lesson text is visible already; shown so again for rows and revisions written
+    before that rule. Templates also put lesson text in a ``dir="auto"`` element or
+    ``<bdi>``, so a Hebrew or Arabic lesson reads in its direction and leaves the page's alone.
+    """
+    return characters.visible(text or "")
 
 
 def shown(value: Any) -> str:
@@ -111,6 +121,7 @@ def install(app: Flask, settings: Settings) -> None:
         "percent": percent,
         "short": short,
         "shown": shown,
+        "visible": visible,
         "web_url": web_url,
         "ticket_url": links.ticket,
         "pull_url": links.pull,
