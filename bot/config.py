@@ -121,6 +121,14 @@ class Settings(BaseSettings):
         description="The repository (owner/repo) or Jira project agents work in, for tokens "
         "without their own scope and for `playbook-bot mcp`; unset, agents see every scope.",
     )
+    agent_writes_per_minute: int = Field(
+        60,
+        ge=0,
+        validation_alias="PLAYBOOK_AGENT_WRITES_PER_MINUTE",
+        description="Usage reports and proposals one agent token may send a minute (API and "
+        "MCP, counted in the database across processes); more answer 429. 0: no limit. The "
+        "maintainer token is not limited.",
+    )
 
     # The maintainers' web page (/ui).
     ui_public_read: bool = Field(

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 from sqlalchemy import Engine, exc
 from sqlalchemy.orm import Session
 
-from bot import callers
+from bot import callers, write_limits
 from bot.config import Settings
 from playbook import agents, db, usage
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
@@ -143,6 +143,20 @@ def build_server(
         except (PlaybookError, DatabaseUnavailable) as error:
             raise ToolError(str(error)) from None
 
+    def write(ctx: Context, work: Callable[[Session, agents.Caller], T]) -> T:
+        """``run`` for a tool that writes: counted against the token's writes a minute."""
+        try:
+            write_limits.check(settings, engine_factory(), caller_of(ctx))
+        except write_limits.TooManyWrites as error:
+            # The SDK has no status codes for tools: the sentence says when to retry.
+            raise ToolError(str(error)) from None
+        except PlaybookError as error:
+            raise ToolError(str(error)) from None
+        except DatabaseUnavailable as error:
+            log.error("database unavailable: %s", error)
+            raise ToolError(DATABASE_DOWN) from None
+        return run(ctx, work)
+
     @server.tool(
         title="Search lessons",
         annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
@@ -219,7 +233,7 @@ def build_server(
         ],
     ) -> agents.UsageAnswer:
         """Record that lessons were loaded or cited for a ticket; each counts once per ticket."""
-        return run(
+        return write(
             ctx,
             lambda session, caller: agents.record_usage(session, caller, ticket, lesson_ids, kind),
         )
@@ -249,7 +263,7 @@ def build_server(
         A near-duplicate of a live lesson creates nothing: ``created`` is false and
         ``duplicate_of`` names the existing lesson.
         """
-        return run(
+        return write(
             ctx,
             lambda session, caller: agents.propose(
                 session,

@@ -166,6 +166,10 @@ class UsageAnswer(BaseModel):
     kind: Kind
     lesson_ids: list[str]
     recorded: int
+    # Of the new ones, those that count as use; the rest are about a ticket the bot has not
+    # seen and move nothing (playbook/self_reports.py), by reason in ``discounted``.
+    counted: int = 0
+    discounted: dict[str, int] = {}
 
 
 class ProposeAnswer(BaseModel):
@@ -328,8 +332,19 @@ def record_usage(
             "lesson_ids", f"names {len(lesson_ids)} lessons, over {usage.MAX_IDS_PER_EVENT}"
         )
     ids = list(dict.fromkeys(visible(session, caller, i).id for i in lesson_ids))
-    events = usage.record_once(session, kind, ids, ticket_key=key, consumer=caller.actor)
-    return UsageAnswer(ticket=key, kind=kind, lesson_ids=ids, recorded=len(events))  # type: ignore[arg-type]
+    events = usage.record_once(
+        session, kind, ids, ticket_key=key, consumer=caller.actor, source=caller.actor
+    )
+    tally = usage.Tally()
+    tally.add(events)
+    return UsageAnswer(
+        ticket=key,
+        kind=kind,  # type: ignore[arg-type]
+        lesson_ids=ids,
+        recorded=tally.recorded,
+        counted=tally.counted,
+        discounted=tally.discounted or {},
+    )
 
 
 def propose(

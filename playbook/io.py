@@ -938,7 +938,11 @@ def _write_usage_batch(session: Session, batch: list[Entry], report: ImportRepor
             with session.begin_nested():
                 for entry in batch:
                     event = _usage_event(entry)
-                    recorded = usage.record_agent_event(session, event, _line_key(entry))
+                    # Restoring a log is the operator's act (it holds the database URL and
+                    # could write any row): its events count as written, not as self-reports.
+                    recorded = usage.record_agent_event(
+                        session, event, _line_key(entry), source=None
+                    )
                     added += len(recorded)
                     duplicate += len(event.bullet_ids) - len(recorded)
         except IntegrityError:

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -109,6 +110,8 @@ class UsageEvent(Base):
         Index("ix_usage_events_bullet_ts", "bullet_id", "ts"),
         Index("ix_usage_events_ticket", "ticket_key"),
         Index("ix_usage_events_query", "query_id"),
+        # The one-outcome-per-source rule looks up a reporter's rated cites of a lesson.
+        Index("ix_usage_events_source_bullet", "source", "bullet_id"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -126,6 +129,15 @@ class UsageEvent(Base):
     dedup_key: Mapped[str | None] = mapped_column(String(64), unique=True)
     # The pull request a cite was made in (owner/repo#n), so the PR's outcome can settle it.
     pr_key: Mapped[str | None] = mapped_column(String(200), index=True)
+    # Who reported the event (the token's actor, e.g. agent:ci); None for what the bot saw
+    # itself (its comments, searches, PRs). See playbook/self_reports.py.
+    source: Mapped[str | None] = mapped_column(String(200))
+    # False: recorded for reporting only; it moves no counter, ranking or pruning.
+    counted: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # The outcome a reporter claimed when it was not counted as a rating (`success` is None).
+    claimed_success: Mapped[bool | None] = mapped_column(Boolean)
+    # Why the report weighs less than it claims (unknown_ticket, one_per_source, ...).
+    discount: Mapped[str | None] = mapped_column(String(32))
 
 
 class Revision(Base):
@@ -341,3 +353,28 @@ class IndexSnapshot(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
     __table_args__ = (Index("ix_index_snapshots_tokenizer_version", "tokenizer", "version"),)
+
+
+class SeenTicket(Base):
+    """A ticket the bot has seen through a verified delivery (an issue, or a PR naming it).
+
+    Only these tickets give weight to what agents report about them: an agent can name any
+    ticket, but it cannot make GitHub or Jira send a signed delivery about it.
+    """
+
+    __tablename__ = "seen_tickets"
+
+    ticket_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    via: Mapped[str] = mapped_column(String(16))  # github | jira | pull_request
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class RateWindow(Base):
+    """Requests one caller made in one fixed window, shared by every process (rate limits)."""
+
+    __tablename__ = "rate_windows"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # The window's start, in whole seconds since the epoch.
+    window_start: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    hits: Mapped[int] = mapped_column(Integer, default=0)

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock, lifecycle, usage
+from playbook import clock, lifecycle, seen_tickets, usage
 from playbook.models import Bullet, PullRequest, Revision, TicketLink, UsageEvent
 
 DEMOTED_UNMERGED = "pr_closed_unmerged"
@@ -76,6 +76,8 @@ def link(session: Session, pr_key: str, tickets: Iterable[tuple[str, str]]) -> l
         session.scalars(select(TicketLink.ticket_key).where(TicketLink.pr_key == pr_key))
     )
     for ticket_key, kind in tickets:
+        # A PR GitHub told us about names the ticket: agents' reports about it weigh.
+        seen_tickets.saw(session, ticket_key, "pull_request")
         if ticket_key not in existing:
             session.add(
                 TicketLink(ticket_key=ticket_key, pr_key=pr_key, kind=kind, created_at=clock.now())

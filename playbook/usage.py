@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
-from playbook import clock, fields
+from playbook import clock, fields, self_reports
 from playbook.errors import BulletNotFound, InvalidInput
 from playbook.models import EVENT_KINDS, Bullet, UsageEvent
 
@@ -35,11 +35,14 @@ def record(
     ts: datetime | None = None,
     dedup_keys: Sequence[str | None] | None = None,
     pr_key: str | None = None,
+    source: str | None = None,
 ) -> list[UsageEvent]:
     """Append one event per bullet id and update that bullet's counters in the same transaction.
 
     Unknown ids reject the whole call, so a typo never records half a list. With
-    ``dedup_keys``, an event whose key was recorded before is skipped (imports).
+    ``dedup_keys``, an event whose key was recorded before is skipped (imports). With
+    ``source`` (who reported it), the events are self-reports and weigh what
+    `self_reports` allows them; without, they are the bot's own observations.
     """
     if kind not in EVENT_KINDS:
         raise InvalidInput(f"event must be one of {', '.join(EVENT_KINDS)}, not {kind!r}")
@@ -51,6 +54,10 @@ def record(
         if bullet_id not in known:
             raise BulletNotFound(bullet_id)
     when = clock.to_utc(ts) if ts is not None else clock.now()
+    weigher = self_reports.Weigher(session, source, [ticket_key]) if source else None
+    if weigher is not None:
+        # A reported time from the future would keep the lesson fresh and unpruned forever.
+        when = min(when, clock.now())
     keys = list(dedup_keys) if dedup_keys is not None else [None] * len(ids)
     seen: dict[str, tuple[int, bool | None]] = (
         {
@@ -71,24 +78,36 @@ def record(
             # Recorded before: the same evidence again adds nothing, but a cite whose
             # outcome was unknown takes the outcome this report brings.
             event_id, outcome = seen[key]
-            if kind == "cited" and success is not None and outcome is not success:
-                settle(session, [event_id], success)
+            if kind == "cited" and success is not None and event_id:
+                if weigher is not None:
+                    _report_again(session, weigher, event_id, success)
+                elif outcome is not success:
+                    settle(session, [event_id], success)
             continue
         if key is not None:
             seen[key] = (0, success)  # a list naming one id twice records it once
         rank = ranks[position] if ranks is not None else None
+        weight = (
+            weigher.weigh(kind, bullet_id, ticket_key, success if kind == "cited" else None)
+            if weigher is not None
+            else self_reports.Weight(counted=True, success=success)
+        )
         event = UsageEvent(
             kind=kind,
             bullet_id=bullet_id,
             ticket_key=ticket_key,
             phase=phase,
             consumer=consumer,
-            success=success if kind == "cited" else None,
+            success=weight.success if kind == "cited" else None,
             rank=rank,
             query_id=query_id,
             ts=when,
             dedup_key=key,
             pr_key=pr_key,
+            source=source,
+            counted=weight.counted,
+            claimed_success=weight.claimed,
+            discount=weight.discount,
         )
         session.add(event)
         events.append(event)
@@ -97,9 +116,25 @@ def record(
     return events
 
 
+def _report_again(
+    session: Session, weigher: self_reports.Weigher, event_id: int, claim: bool
+) -> None:
+    # A self-report never changes another source's event, least of all a PR's observed cite.
+    event = session.get(UsageEvent, event_id)
+    if event is None or not weigher.may_change(event):
+        return
+    weight = weigher.weigh_again(event, claim)
+    if weight.success is not None:
+        settle(session, [event_id], weight.success)
+    elif weight.claimed is not None:
+        event.claimed_success, event.discount = weight.claimed, weight.discount
+
+
 def _count(session: Session, event: UsageEvent) -> None:
     # Counters move with a single UPDATE ... SET n = n + 1, atomic on SQLite and PostgreSQL,
     # so concurrent recorders never lose an increment.
+    if not event.counted:
+        return  # recorded for reporting only (self_reports)
     if event.kind == "loaded":
         values = {
             "loads": Bullet.loads + 1,
@@ -123,7 +158,9 @@ def settle(session: Session, event_ids: Iterable[int], success: bool | None) -> 
     """
     changed = 0
     events = session.scalars(
-        select(UsageEvent).where(UsageEvent.id.in_(list(event_ids)), UsageEvent.kind == "cited")
+        select(UsageEvent).where(
+            UsageEvent.id.in_(list(event_ids)), UsageEvent.kind == "cited", UsageEvent.counted
+        )
     )
     for event in events:
         if event.success is success:
@@ -160,6 +197,7 @@ def derived_counters(session: Session) -> dict[str, dict[str, object]]:
     """Each bullet's counters computed from the event log alone."""
     loaded = UsageEvent.kind == "loaded"
     cited = UsageEvent.kind == "cited"
+    # Only counted events: a report that moves nothing must not come back in a recount.
     rows = session.execute(
         select(
             UsageEvent.bullet_id,
@@ -169,7 +207,9 @@ def derived_counters(session: Session) -> dict[str, dict[str, object]]:
             func.count().filter(cited, UsageEvent.success.is_(False)),
             func.max(case((loaded, UsageEvent.ts))),
             func.max(case((cited, UsageEvent.ts))),
-        ).group_by(UsageEvent.bullet_id)
+        )
+        .where(UsageEvent.counted)
+        .group_by(UsageEvent.bullet_id)
     )
     return {
         row[0]: {
@@ -321,11 +361,13 @@ def record_once(
     ranks: Sequence[int | None] | None = None,
     query_id: str | None = None,
     ts: datetime | None = None,
+    source: str | None = None,
 ) -> list[UsageEvent]:
     """Record loads or cites for work on a ticket, each (ticket, lesson, kind) once.
 
     Reporting a lesson again for the same ticket adds nothing; a repeated cite that brings
     an outcome (``success``) settles the one already recorded. Returns the new events.
+    ``source`` names who reported them: see `record`.
     """
     ticket = fields.bounded((ticket_key or "").strip(), "ticketId", fields.TICKET_KEY_CHARS)
     if not ticket:
@@ -343,17 +385,24 @@ def record_once(
         query_id=query_id,
         ts=ts,
         dedup_keys=[once_key(kind, ticket, bullet_id) for bullet_id in ids],
+        source=source,
     )
 
 
 def record_agent_event(
-    session: Session, event: AgentEvent, dedup_key: str | None = None
+    session: Session,
+    event: AgentEvent,
+    dedup_key: str | None = None,
+    *,
+    source: str | None = "agent",
 ) -> list[UsageEvent]:
     """Record a parsed agent event (one usage event per bullet id), once per ticket.
 
     Each (ticket, lesson, kind) counts once however often an agent reports it, by API,
-    by import or both. ``dedup_key`` is accepted for older callers and not needed: an
-    event without a ticket is refused, so the ticket is always the key.
+    by import or both, and weighs what `self_reports` allows a report from ``source``
+    (None only for a restore by the operator, which counts as written).
+    ``dedup_key`` is accepted for older callers and not needed: an event without a
+    ticket is refused, so the ticket is always the key.
     """
     del dedup_key  # the ticket is the key; see the docstring
     return record_once(
@@ -367,4 +416,25 @@ def record_agent_event(
         ranks=[event.rank] * len(event.bullet_ids) if event.rank is not None else None,
         query_id=event.query_id,
         ts=event.ts,
+        source=source,
     )
+
+
+@dataclass
+class Tally:
+    """What a call's reports weighed: new events, those counted as use and as ratings."""
+
+    recorded: int = 0
+    counted: int = 0
+    rated: int = 0
+    discounted: dict[str, int] | None = None
+
+    def add(self, events: Iterable[UsageEvent]) -> None:
+        """Count ``events`` (new ones, as `record` returns them) in."""
+        for event in events:
+            self.recorded += 1
+            self.counted += 1 if event.counted else 0
+            self.rated += 1 if event.success is not None else 0
+            if event.discount:
+                self.discounted = self.discounted or {}
+                self.discounted[event.discount] = self.discounted.get(event.discount, 0) + 1

@@ -78,3 +78,12 @@ def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 30) -> N
         except OSError:
             time.sleep(0.1)
     pytest.fail("server did not come up")
+
+
+def saw(engine: Engine, *tickets: str) -> None:
+    """Make the bot have seen ``tickets`` (as a signed Jira delivery would)."""
+    from playbook import seen_tickets
+
+    with transaction(engine) as session:
+        for ticket in tickets:
+            seen_tickets.saw(session, ticket, "jira")

@@ -10,6 +10,8 @@ from playbook import lifecycle
 from playbook.db import transaction
 from webhooks import create_app
 
+from support import saw
+
 AUTH = {"Authorization": "Bearer agent-token"}
 
 
@@ -54,10 +56,17 @@ def test_api_is_off_without_a_token(engine: Engine, settings: Settings) -> None:
 
 
 def test_post_one_event_and_a_list(client, seeded) -> None:
+    saw(seeded, "CTMS-9")
     one = {"event": "loaded", "lessonIds": ["pb-1", "pb-2"], "ticketId": "CTMS-9", "phase": "plan"}
     response = client.post("/api/v1/usage", json=one, headers=AUTH)
     assert response.status_code == 201
-    assert response.get_json() == {"status": "recorded", "events": 2}
+    assert response.get_json() == {
+        "status": "recorded",
+        "events": 2,
+        "counted": 2,
+        "rated": 0,
+        "discounted": {},
+    }
     many = [
         {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-9", "phaseSuccess": True},
         {
@@ -69,10 +78,13 @@ def test_post_one_event_and_a_list(client, seeded) -> None:
             "consumer": "claude-code",
         },
     ]
-    assert client.post("/api/v1/usage", json=many, headers=AUTH).status_code == 201
+    answer = client.post("/api/v1/usage", json=many, headers=AUTH)
+    assert answer.status_code == 201
+    # No PR ever rated these lessons: the outcomes reported are kept, not counted.
+    assert answer.get_json()["discounted"] == {"needs_pr_evidence": 2}
     first, second = bullet(seeded, "pb-1"), bullet(seeded, "pb-2")
-    assert (first.loads, first.cites, first.cites_success) == (1, 1, 1)
-    assert (second.loads, second.cites, second.cites_failure) == (1, 1, 1)
+    assert (first.loads, first.cites, first.cites_success) == (1, 1, 0)
+    assert (second.loads, second.cites, second.cites_failure) == (1, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -124,6 +136,7 @@ def test_malformed_json_is_400(client, seeded) -> None:
 def test_a_lesson_counts_once_per_ticket_and_kind_however_often_it_is_reported(
     client, seeded
 ) -> None:
+    saw(seeded, "CTMS-9", "CTMS-10")
     shown = {"event": "loaded", "lessonIds": ["pb-1", "pb-2"], "ticketId": "CTMS-9"}
     cited = {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-9"}
     answers = [
@@ -132,14 +145,16 @@ def test_a_lesson_counts_once_per_ticket_and_kind_however_often_it_is_reported(
     ]
     assert answers == [2, 0, 1, 0, 0]
     first = bullet(seeded, "pb-1")
-    # The last report brought the outcome: it settles the cite already counted.
-    assert (first.loads, first.cites, first.cites_success) == (1, 1, 1)
+    # The last report brought an outcome for the cite already counted; with no PR evidence
+    # about pb-1 it is kept as a claim, not a rating.
+    assert (first.loads, first.cites, first.cites_success) == (1, 1, 0)
     other = {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-10"}
     assert client.post("/api/v1/usage", json=other, headers=AUTH).get_json()["events"] == 1
     assert bullet(seeded, "pb-1").cites == 2
 
 
 def test_idempotency_key_makes_a_resend_harmless(client, seeded) -> None:
+    saw(seeded, "CTMS-9")
     body = {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-9", "phaseSuccess": True}
     headers = AUTH | {"Idempotency-Key": "run-42"}
     for _ in range(2):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from playbook import lifecycle
+from playbook import lifecycle, usage
 from playbook.db import transaction
 from playbook.models import Revision
 from webhooks import create_app
+
+from support import saw
 
 MAINTAINER = {"Authorization": "Bearer maintainer-token"}
 AGENT = {"Authorization": "Bearer agent-token-1"}
@@ -130,6 +132,7 @@ def test_lessons_are_listed_with_filters_and_cursor_pages(api, seeded) -> None:
 
 
 def test_a_lesson_comes_with_its_revisions_and_usage(api, seeded) -> None:
+    saw(seeded, "CTMS-77")
     cite = {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-77"}
     assert api.post("/api/v1/usage", json=cite, headers=AGENT).status_code == 201
     lesson = api.get("/api/v1/lessons/pb-1", headers=AGENT).get_json()
@@ -268,11 +271,15 @@ def test_bad_bodies_are_problems_naming_the_field(api, seeded) -> None:
 
 
 def test_stats_report_the_loop(api, seeded) -> None:
+    with transaction(seeded) as session:
+        # A merged PR cited pb-1: an agent's own report may then rate it once too.
+        usage.record(session, "cited", ["pb-1"], ticket_key="CTMS-2", pr_key="a/b#1", success=True)
+    saw(seeded, "CTMS-3")
     cite = {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-3", "phaseSuccess": True}
     api.post("/api/v1/usage", json=cite, headers=AGENT)
     stats = api.get("/api/v1/stats", headers=AGENT).get_json()
     assert stats["bullets"]["by_status"] == {"active": 4, "proposed": 1}
-    assert stats["usage"]["cites"] == 1 and stats["usage"]["successes"] == 1
+    assert stats["usage"]["cites"] == 2 and stats["usage"]["successes"] == 2
 
 
 def test_the_api_is_off_without_any_token(engine: Engine, settings) -> None:

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from playbook import usage
+from playbook.db import transaction
+
+from support import saw
+
 
 def test_add_prints_the_new_id_and_list_shows_it(cli) -> None:
     result = cli(
@@ -45,8 +50,12 @@ def test_near_duplicate_prints_existing_id_with_a_note(cli) -> None:
     assert len(json.loads(cli("list", "--json", "--status", "all").stdout)) == 1
 
 
-def test_show_has_counters_and_history(cli) -> None:
+def test_show_has_counters_and_history(cli, engine) -> None:
     cli("add", "Never hold a row lock across an HTTP call", "--learned-from", "CTMS-3")
+    saw(engine, "CTMS-9")
+    with transaction(engine) as session:
+        # A merged PR rated pb-1: a reported outcome may then rate it once too.
+        usage.record(session, "cited", ["pb-1"], ticket_key="CTMS-8", pr_key="a/b#1", success=True)
     assert cli("usage", "record", "loaded", "--ids", "pb-1", "--ticket", "CTMS-9").exit_code == 0
     cited = cli(
         "usage",
@@ -66,10 +75,10 @@ def test_show_has_counters_and_history(cli) -> None:
     cli("deprecate", "pb-1", "--reason", "superseded by pb-2")
     text = cli("show", "pb-1").stdout
     assert "[deprecated]" in text
-    assert "1 loads, 1 cites (1 in successful work, 0 in failed work)" in text
+    assert "1 loads, 2 cites (2 in successful work, 0 in failed work)" in text
     assert "deprecate" in text and "superseded by pb-2" in text
     data = json.loads(cli("show", "pb-1", "--json").stdout)
-    assert (data["loads"], data["cites"], data["cites_success"]) == (1, 1, 1)
+    assert (data["loads"], data["cites"], data["cites_success"]) == (1, 2, 2)
     assert data["demoted_reason"] == "superseded by pb-2"
     assert [h["action"] for h in data["history"]] == ["create", "deprecate"]
     assert data["history"][1]["actor"] == "tester"

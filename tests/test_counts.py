@@ -13,6 +13,7 @@ from playbook.db import transaction
 from playbook.models import UsageEvent
 
 from loop_harness import REPO, Loop, fixture
+from support import saw
 
 AUTH = {"Authorization": "Bearer agent-token"}
 
@@ -67,6 +68,10 @@ def test_cite_rate_reads_at_most_100_percent(cli, lessons) -> None:
 
 
 def test_usage_record_counts_a_lesson_once_per_ticket_and_kind(cli, lessons) -> None:
+    saw(lessons, "C-1")
+    with transaction(lessons) as session:
+        # A merged PR rated pb-2 once: a report's outcome may then rate it once too.
+        usage.record(session, "cited", ["pb-2"], ticket_key="C-0", pr_key="a/b#1", success=True)
     first = cli("usage", "record", "cited", "--ids", "pb-2,pb-2", "--ticket", "C-1")
     assert first.stdout.strip() == "recorded 1 cited event"
     again = cli("usage", "record", "cited", "--ids", "pb-2", "--ticket", "C-1", "--failure")
@@ -75,13 +80,14 @@ def test_usage_record_counts_a_lesson_once_per_ticket_and_kind(cli, lessons) -> 
     shown = cli("usage", "record", "loaded", "--ids", "pb-2", "--ticket", "C-1")
     assert shown.stdout.strip() == "recorded 1 loaded event"
     counted = bullet(lessons, "pb-2")
-    # The repeat brought the outcome, and settled the one cite.
-    assert (counted.cites, counted.cites_failure, counted.loads) == (1, 1, 1)
+    # The repeat brought the outcome, and settled the one cite (the PR's is the other).
+    assert (counted.cites, counted.cites_failure, counted.loads) == (2, 1, 1)
 
 
 def test_the_cli_the_api_and_an_import_count_one_lesson_once_per_ticket(
     cli, client, lessons, tmp_path: Path
 ) -> None:
+    saw(lessons, "D-1")
     cli("usage", "record", "cited", "--ids", "pb-2", "--ticket", "D-1")
     body = {"event": "cited", "lessonIds": ["pb-2"], "ticketId": "D-1", "phaseSuccess": True}
     answer = client.post("/api/v1/usage", json=body, headers=AUTH)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from playbook import lifecycle
+from playbook import lifecycle, usage
 from playbook.db import transaction
 from playbook.models import Delivery, UsageEvent
 from webhooks.signatures import sign
 
-from support import GITHUB_SECRET, JIRA_SECRET, fixture_body
+from support import GITHUB_SECRET, JIRA_SECRET, fixture_body, saw
 
 AUTH = {"Authorization": "Bearer agent-token"}
 
@@ -360,12 +360,16 @@ def test_one_id_repeated_is_one_cite_within_the_documented_200(client, seeded: E
 
 
 def test_a_later_report_settles_the_outcome_of_a_cite_once(client, seeded: Engine) -> None:
+    saw(seeded, "CTMS-9")
+    with transaction(seeded) as session:
+        # A merged PR rated pb-1: a report's outcome may then rate it once too.
+        usage.record(session, "cited", ["pb-1"], ticket_key="CTMS-8", pr_key="a/b#1", success=True)
     client.post("/api/v1/usage", json=cite(), headers=AUTH)
     client.post("/api/v1/usage", json=cite(phaseSuccess=True), headers=AUTH)
     client.post("/api/v1/usage", json=cite(phaseSuccess=True), headers=AUTH)
     with transaction(seeded) as session:
         bullet = lifecycle.get(session, "pb-1")
-        assert (bullet.cites, bullet.cites_success, bullet.cites_failure) == (1, 1, 0)
+        assert (bullet.cites, bullet.cites_success, bullet.cites_failure) == (2, 2, 0)
 
 
 def test_no_hostile_case_is_a_server_error(client, seeded: Engine) -> None:

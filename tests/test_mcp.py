@@ -25,7 +25,7 @@ from playbook.models import Bullet, UsageEvent
 from webhooks import mcp_http
 from webhooks.app import create_app
 
-from support import serving
+from support import saw, serving
 
 TOOLS = {"search_lessons", "get_lesson", "record_usage", "propose_lesson"}
 MAINTAINER = "maintainer-secret-1"
@@ -179,6 +179,7 @@ def test_stdio_tools_errors_prompt_and_resources(stdio, seeded, mode: str) -> No
 
 def test_stdio_search_cite_and_propose(stdio, seeded, engine: Engine) -> None:
     stripe = seeded["stripe"]
+    saw(engine, "CTMS-9")
 
     async def session() -> None:
         async with stdio() as client:
@@ -199,6 +200,8 @@ def test_stdio_search_cite_and_propose(stdio, seeded, engine: Engine) -> None:
                 "kind": "cited",
                 "lesson_ids": [stripe],
                 "recorded": 1,
+                "counted": 1,
+                "discounted": {},
             }
             assert counters(engine, stripe) == (1, 1)
             again = await client.call_tool("record_usage", cite)
@@ -351,6 +354,7 @@ def test_http_tools_errors_prompt_and_resources(served: str, seeded) -> None:
 
 def test_http_agent_token_cites_as_the_agent(served: str, seeded, engine: Engine) -> None:
     stripe = seeded["stripe"]
+    saw(engine, "CTMS-9")
 
     async def body(client: Client) -> None:
         found = await client.call_tool(

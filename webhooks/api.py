@@ -15,7 +15,7 @@ from flask import Response, g, jsonify, request
 from flask_openapi3 import APIBlueprint, Tag
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from bot import callers
+from bot import callers, write_limits
 from playbook import agents, db, fields, lifecycle, usage
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
 from webhooks import problems
@@ -249,10 +249,17 @@ class BulletAnswer(BaseModel):
 
 
 class UsageRecorded(BaseModel):
-    """How many usage events were new."""
+    """How many usage events were new, and what they weigh (see the README's security model)."""
 
     status: Literal["recorded"]
-    events: int
+    events: int = Field(description="New events (each (ticket, lesson, kind) counts once).")
+    counted: int = Field(0, description="Of them, those that count as use of the lesson.")
+    rated: int = Field(0, description="Of them, cites whose phaseSuccess rates the lesson.")
+    discounted: dict[str, int] = Field(
+        default_factory=dict,
+        description="Events weighing less than they claim, by reason: unknown_ticket (moves "
+        "nothing), one_per_source or needs_pr_evidence (the outcome rates nothing).",
+    )
 
 
 # -- routes -----------------------------------------------------------------------------
@@ -327,10 +334,18 @@ def _search(text: str, k: int, ticket: str | None) -> Response:
     "/lessons",
     tags=[lessons_tag],
     summary="Propose a lesson",
-    responses={200: agents.ProposeAnswer, 201: agents.ProposeAnswer, 403: problems.RESPONSE},
+    responses={
+        200: agents.ProposeAnswer,
+        201: agents.ProposeAnswer,
+        403: problems.RESPONSE,
+        429: problems.RESPONSE,
+    },
 )
 def propose(body: ProposeBody) -> Response:
     """Add a proposed lesson (201), or name the live lesson it nearly duplicates (200)."""
+    limited = _limit_writes()
+    if limited is not None:
+        return limited
     settings = runtime().settings
     with db.transaction(runtime().engine) as session:
         answer = agents.propose(
@@ -415,7 +430,12 @@ def get_bullet(path: LessonPath) -> Response:
     "/usage",
     tags=[usage_tag],
     summary="Record loads and cites",
-    responses={201: UsageRecorded, 404: problems.RESPONSE, 403: problems.RESPONSE},
+    responses={
+        201: UsageRecorded,
+        404: problems.RESPONSE,
+        403: problems.RESPONSE,
+        429: problems.RESPONSE,
+    },
 )
 def post_usage() -> Response:
     """Record loads and cites: one event or a list, in the `.lesson-usage.jsonl` shape.
@@ -423,7 +443,11 @@ def post_usage() -> Response:
     All or nothing: one bad event rejects the request, so an agent can fix and resend it.
     Every event names its ticket (``ticketId``), and each (ticket, lesson, kind) counts
     once, so a resent request records nothing twice with or without an Idempotency-Key.
+    What the events weigh is in the answer (playbook/self_reports.py decides it).
     """
+    limited = _limit_writes()
+    if limited is not None:
+        return limited
     body = parse(decode(request.get_data(cache=True)), lists=True)
     items = body if isinstance(body, list) else [body]
     if len(items) > MAX_EVENTS:
@@ -453,14 +477,14 @@ def post_usage() -> Response:
             f"Idempotency-Key must be at most {MAX_KEY_CHARS} ASCII characters",
             field="Idempotency-Key",
         )
-    recorded = 0
+    tally = usage.Tally()
     try:
         with db.transaction(runtime().engine) as session:
             for position, event in enumerate(events, start=1):
                 try:
                     for bullet_id in event.bullet_ids:
                         agents.visible(session, caller, bullet_id)
-                    recorded += len(usage.record_agent_event(session, event))
+                    tally.add(usage.record_agent_event(session, event, source=caller.actor))
                 except PlaybookError as problem:
                     raise _Rejected(position, problem) from None
     except _Rejected as rejected:
@@ -468,7 +492,24 @@ def post_usage() -> Response:
         return problems.problem(
             status, f"event {rejected.position}: {rejected.problem}", field="lessonIds"
         )
-    return _json(UsageRecorded(status="recorded", events=recorded), 201)
+    answer = UsageRecorded(
+        status="recorded",
+        events=tally.recorded,
+        counted=tally.counted,
+        rated=tally.rated,
+        discounted=tally.discounted or {},
+    )
+    return _json(answer, 201)
+
+
+def _limit_writes() -> Response | None:
+    """429 with Retry-After once the caller's token passed its writes for this minute."""
+    try:
+        write_limits.check(runtime().settings, runtime().engine, _caller())
+    except write_limits.TooManyWrites as error:
+        retry = {"Retry-After": str(error.retry_after)}
+        return problems.problem(429, str(error), field="Authorization", headers=retry)
+    return None
 
 
 # The documented upper bounds (maxItems, maxLength, maximum) as pydantic names their breach.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from bot.cli.base import Context, UserError, pass_context
-from playbook import fields, usage
+from playbook import fields, self_reports, usage
 
 
 @click.group(name="usage")
@@ -74,11 +74,17 @@ def record(
             # The order of --ids is the order the lessons were shown in.
             ranks=list(range(1, len(bullet_ids) + 1)) if kind == "loaded" else None,
             query_id=query_id,
+            # A report like an agent's: it weighs what playbook/self_reports.py allows.
+            source=ctx.actor,
         )
+        tally = usage.Tally()
+        tally.add(events)
     message = f"recorded {len(events)} {kind} event{'s' if len(events) != 1 else ''}"
     again = [i for i in bullet_ids if i not in {event.bullet_id for event in events}]
     if again:
         message += f"; {', '.join(again)} already counted for {ticket}"
+    for reason, count in (tally.discounted or {}).items():
+        message += f"; {count} weighed less ({reason}): {self_reports.DISCOUNTS[reason]}"
     click.echo(message)
 
 

@@ -9,7 +9,7 @@ from bot import payloads, render
 from bot.effects import CommentText, TicketRef, record_effect
 from bot.handlers.context import Ignored, publish
 from bot.handlers.router import Event, Router
-from playbook import comments, db, inbox, retrieval
+from playbook import comments, db, inbox, retrieval, seen_tickets
 from playbook.text import Ticket
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> 
     # One transaction when nothing is posted (no lesson fits, or no credentials): the worker
     # then commits twice per such delivery, here and its outcome.
     with db.transaction(services.engine) as session:
+        # A verified delivery is about this ticket: agents' reports about it weigh.
+        seen_tickets.saw(session, ref.key, ref.target)
         existing = comments.find(session, ref.target, ref.key, comments.LESSONS)
         # The process-wide index, shared with the near-duplicate check of lessons added here.
         result = retrieval.Retriever.shared(session).search(
