@@ -161,6 +161,10 @@ def test_cli_refuses_lookalike_ids(cli: Any, engine: Engine, two: None, tmp_path
             assert "id" in result.stderr and "Lesson number 1 " not in result.output
         result = cli("usage", "record", "cited", "--ids", lookalike, "--ticket", "CTMS-9")
         assert result.exit_code != 0
+    # A revision id is an id too: click's int() would read a full-width 1 as revision 1.
+    reverted = cli("revert", "pb-1", FULL_ONE)
+    assert reverted.exit_code == 2 and "is not a revision number" in reverted.stderr
+    assert cli("history", "pb-1", "--json").stdout.count('"action"') == 1
     path = tmp_path / "lessons.json"
     path.write_text(
         json.dumps([{"id": f"pb-{FULL_ONE}", "text": "A lesson", "learned_from": "CTMS-1"}]),

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from bot.cli.base import Context, echo_json, note, pass_context
-from playbook import clock, lifecycle, usage
+from playbook import clock, ids, lifecycle, usage
 from playbook.lifecycle import Change
 from playbook.models import STATUSES, Revision
 
@@ -299,9 +299,22 @@ def history(ctx: Context, bullet_id: str, as_json: bool) -> None:
                 click.echo(f"         {field}: {before.get(field)!r} -> {after.get(field)!r}")
 
 
+class RevisionNumber(click.ParamType):
+    """A revision id: ASCII digits only (click's int would read a full-width 1 as 1)."""
+
+    name = "revision"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """The number, or a usage error naming the argument."""
+        number = value if isinstance(value, int) else ids.number(str(value).strip())
+        if number is None:
+            self.fail(f"{value!r} is not a revision number such as 12 (see `history`)", param, ctx)
+        return number
+
+
 @click.command()
 @click.argument("bullet_id")
-@click.argument("revision", type=int)
+@click.argument("revision", type=RevisionNumber())
 @click.option("--reason", default=None)
 @pass_context
 def revert(ctx: Context, bullet_id: str, revision: int, reason: str | None) -> None:
