@@ -330,3 +330,28 @@ def test_a_shortened_right_to_left_lesson_keeps_its_isolate_closed() -> None:
     start = comment.index(FSI)
     assert comment.index(PDI) > start and comment.count(PDI) == 1
     assert len(comment) <= 800
+
+
+def test_the_migration_makes_rows_stored_before_the_rule_visible(engine: Engine) -> None:
+    from alembic import command
+
+    from playbook import db
+
+    with transaction(engine) as session:
+        english = lifecycle.add(session, "Plain English stays", learned_from="A-1", actor="t")
+        dirty = lifecycle.add(session, "Placeholder lesson text", learned_from="A-2", actor="t")
+        session.execute(
+            update(Bullet)
+            .where(Bullet.id == dirty.bullet.id)
+            .values(text=TRICK, learned_from=f"A-2{RLO}", tags=[f"x{ZWSP}", "x"])
+        )
+        before = lifecycle.playbook_version(session)
+    command.downgrade(db.alembic_config(engine), "0007")
+    try:
+        db.upgrade(engine)
+    finally:
+        assert db.current_revision(engine) == db.SCHEMA_HEAD
+    cleaned = stored(engine, dirty.bullet.id)
+    assert (cleaned.text, cleaned.learned_from, cleaned.tags) == (TRICK_CLEAN, "A-2", ["x"])
+    assert cleaned.version > before  # search indexes read the changed lesson again
+    assert stored(engine, english.bullet.id).version <= before
