@@ -42,6 +42,24 @@ KEPT_FORMAT = frozenset(
 )
 JOINERS = "\u200c\u200d"  # zero-width non-joiner and joiner
 
+
+def _escaped(code: int) -> str:
+    # Spelled as both Python's re and the Rust regex of pydantic-core read it.
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+# The body of a regex character class matching every character `visible` may drop, joiners
+# included, in escapes: for patterns other engines read too (the API's OpenAPI schema).
+INVISIBLE_CLASS = "".join(
+    _escaped(a) if a == b else f"{_escaped(a)}-{_escaped(b)}"
+    for a, b in (*_DROPPED_RANGES, (0x200C, 0x200D))
+)
 # One character per match and no repetition: linear on any text.
 _DROPPED = re.compile(
     "["

@@ -16,7 +16,7 @@ from flask_openapi3 import APIBlueprint, Tag
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from bot import callers, write_limits
-from playbook import agents, db, fields, lifecycle, usage
+from playbook import agents, characters, db, fields, lifecycle, usage
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
 from webhooks import problems
 from webhooks.app import runtime
@@ -33,11 +33,16 @@ MAX_EVENTS = 1000
 MAX_KEY_CHARS = 200
 # Characters Python's str.strip() drops: a value made only of these is empty to the playbook.
 # Spelled out because JSON Schema (ECMA) and Python disagree on what `\s` means.
-_BLANK = r"\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# So are the controls and invisible characters every stored text loses (`characters.visible`).
+_BLANK = (
+    r"\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+    + characters.INVISIBLE_CLASS
+)
 # Text with something besides white space in it, and no NUL (PostgreSQL text cannot hold one).
 NONBLANK = rf"^[^\x00]*[^{_BLANK}][^\x00]*$"
 NO_NUL = r"^[^\x00]*$"
-LESSON_ID = rf"^[^{_BLANK},]+$"
+# Ids are printable ASCII without commas (`fields.bullet_id`): no look-alike digits.
+LESSON_ID = r"^[\x21-\x2b\x2d-\x7e]+$"
 
 
 def _json_integer(value: object) -> object:
