@@ -298,6 +298,8 @@ def search(
         record=key is not None,
         scopes=scopes,
         consumer=caller.actor,
+        # The ticket is the agent's word: an invented one must not keep lessons from pruning.
+        source=caller.actor,
     )
     return SearchAnswer(
         query_id=result.query_id,

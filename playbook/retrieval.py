@@ -309,12 +309,14 @@ class Retriever:
         query_id: str | None = None,
         scopes: Iterable[str] | AllScopes | None = None,
         consumer: str = "retrieval",
+        source: str | None = None,
     ) -> SearchResult:
         """Rank the active lessons in the ticket's scope (and global) for ``ticket``.
 
         Only lessons sharing a word with the ticket are ranked: one that shares none is never
         shown, whatever its ratings. With ``record``, every lesson shown is a ``loaded`` event
         for the ticket, once per ticket and lesson (once per query id without a ticket key).
+        ``source`` is the agent that named the ticket: its loads weigh as its reports do.
         """
         if rank_by not in ranking.RANK_MODES:
             raise InvalidInput(f"rank_by must be one of {', '.join(ranking.RANK_MODES)}")
@@ -344,6 +346,7 @@ class Retriever:
                 ranks=[hit.rank for hit in hits],
                 query_id=query_id,
                 consumer=consumer,
+                source=source,
                 # Once per ticket and lesson, as a comment's loads are: searching again for
                 # the same ticket shows the lesson again, it does not load it twice.
                 dedup_keys=[

@@ -154,6 +154,7 @@ def test_search_ranks_like_the_bot_and_records_loads_once_per_ticket(api, seeded
     assert found["lessons"][0]["id"] == "pb-1" and found["loads_recorded"] == 0
     # A proposal is never offered to an agent's task.
     assert "pb-5" not in [hit["id"] for hit in found["lessons"]]
+    saw(seeded, "CTMS-9")  # an agent's loads count for tickets the bot has seen
     whole = {"query": "Webhook retries\nDeliveries arrive twice; retry safely.", "ticket": "CTMS-9"}
     recorded = api.post("/api/v1/search", json=whole, headers=AGENT).get_json()
     assert recorded["ticket"] == "CTMS-9" and recorded["loads_recorded"] >= 1

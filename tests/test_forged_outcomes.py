@@ -329,3 +329,13 @@ def test_the_readme_states_the_bound_the_rule_keeps() -> None:
     assert "at most one rating" in readme and "1/6" in readme
     assert "PLAYBOOK_AGENT_WRITES_PER_MINUTE" in readme
     assert ranking.confidence(1, 0) - ranking.confidence(1, 1) == pytest.approx(1 / 6)
+
+
+def test_searching_for_an_invented_ticket_keeps_no_lesson_from_pruning(
+    api: Any, lessons: Engine
+) -> None:
+    body = {"query": "Retry Stripe webhooks idempotency key", "ticket": "FAKE-7"}
+    answer = api.post("/api/v1/search", json=body, headers=MALLORY).get_json()
+    assert "pb-1" in [lesson["id"] for lesson in answer["lessons"]]
+    _, _, prunable_now, _ = report(lessons)
+    assert "pb-1" in prunable_now
