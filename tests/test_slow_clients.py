@@ -95,7 +95,7 @@ def server(request, engine: Engine, database_url: str, tmp_path: Path) -> Iterat
 class Trickle:
     """Connections that send a request a piece at a time and never finish it."""
 
-    def __init__(self, port: int, count: int, interval: float = 1.0) -> None:
+    def __init__(self, port: int, count: int, interval: float = 3.0) -> None:
         self.port = port
         self.stop = threading.Event()
         self.sockets: list[socket.socket] = []
@@ -152,7 +152,9 @@ def test_normal_requests_answer_within_a_second_while_50_clients_trickle(server)
     _target, port = server
     trickle = Trickle(port, SLOW_CLIENTS)
     try:
-        time.sleep(2)  # every slow connection has been accepted and has sent a piece more
+        # Every slow connection has been accepted and sent a piece more: a line every 3 s
+        # is what took gunicorn's sync and gthread workers (the old servers) offline.
+        time.sleep(4)
         answers = []
         for _ in range(5):
             answers.append(timed(port, "GET", "/healthz"))
