@@ -56,7 +56,10 @@ def weekly(session: Session, *, weeks: int = 12, now: datetime | None = None) ->
     bounds = [first + timedelta(weeks=n) for n in range(weeks + 1)]
 
     def events(kind: str) -> list[tuple[int, int]]:
-        return _per_week(session, UsageEvent.ts, bounds, UsageEvent.kind == kind)
+        # Reports that weigh nothing stay out, as in `upkeep.stats`.
+        return _per_week(
+            session, UsageEvent.ts, bounds, UsageEvent.kind == kind, UsageEvent.counted
+        )
 
     cited_prs = select(UsageEvent.pr_key).where(
         UsageEvent.kind == "cited", UsageEvent.pr_key.is_not(None)

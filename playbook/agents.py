@@ -484,6 +484,9 @@ class UsageCounts(BaseModel):
     successes: int
     failures: int
     unknown_outcome: int
+    not_counted: int = Field(
+        0, description="Reports recorded about tickets the bot never saw: they weigh nothing."
+    )
 
 
 class Coverage(BaseModel):

@@ -48,7 +48,7 @@ def cite_rate_pairs(session: Session, view: View = EVERYTHING) -> tuple[int, int
             func.max(case((UsageEvent.kind == "loaded", 1), else_=0)).label("loaded"),
             func.max(case((UsageEvent.kind == "cited", 1), else_=0)).label("cited"),
         )
-        .where(UsageEvent.ticket_key.is_not(None), view.events())
+        .where(UsageEvent.ticket_key.is_not(None), UsageEvent.counted, view.events())
         .group_by(UsageEvent.ticket_key, UsageEvent.bullet_id)
         .subquery()
     )
@@ -81,15 +81,24 @@ def stats(
         .group_by(Bullet.scope, Bullet.status)
     ):
         by_scope.setdefault(scope, {})[status] = count
+    # Reports that weigh nothing (about tickets the bot never saw) are counted apart, so a
+    # flood of them cannot inflate loads, cites or the cite rate.
     events = dict(
         session.execute(
-            select(UsageEvent.kind, func.count()).where(view.events()).group_by(UsageEvent.kind)
+            select(UsageEvent.kind, func.count())
+            .where(UsageEvent.counted, view.events())
+            .group_by(UsageEvent.kind)
         ).all()
+    )
+    not_counted = session.scalar(
+        select(func.count())
+        .select_from(UsageEvent)
+        .where(UsageEvent.counted.is_(False), view.events())
     )
     outcomes = dict(
         session.execute(
             select(UsageEvent.success, func.count())
-            .where(UsageEvent.kind == "cited", view.events())
+            .where(UsageEvent.kind == "cited", UsageEvent.counted, view.events())
             .group_by(UsageEvent.success)
         ).all()
     )
@@ -127,6 +136,7 @@ def stats(
             "successes": outcomes.get(True, 0),
             "failures": outcomes.get(False, 0),
             "unknown_outcome": outcomes.get(None, 0),
+            "not_counted": int(not_counted or 0),
         },
         "coverage": {
             "tickets": len(tickets),

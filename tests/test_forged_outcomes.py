@@ -143,6 +143,10 @@ def test_a_thousand_outcomes_on_invented_tickets_move_nothing(
     lesson = api.get("/api/v1/lessons/pb-1", headers=MAINTAINER).get_json()
     assert lesson["cites"] == 0
     assert any(e["ticket"] == "FAKE-999" for e in lesson["events"])
+    # The stats do not take them for use: no cites, no cite rate, but said apart.
+    stats = api.get("/api/v1/stats", headers=MAINTAINER).get_json()
+    assert (stats["usage"]["cites"], stats["usage"]["not_counted"]) == (0, 1000)
+    assert stats["cite_rate_counts"]["cited"] == 0
 
 
 @pytest.mark.parametrize("success", [False, True], ids=["failure", "success"])

@@ -146,6 +146,7 @@ def test_stats(playbook: Engine) -> None:
         "successes": 2,
         "failures": 1,
         "unknown_outcome": 0,
+        "not_counted": 0,
     }
     # pb-1 was shown on A-2 and never cited there; the cites were of lessons not shown.
     assert report["cite_rate"] == 0.0

@@ -24,6 +24,10 @@ def format_stats(report: dict[str, Any]) -> str:
         f"({used['successes']} in merged work, {used['failures']} in rejected work, "
         f"{used['unknown_outcome']} pending)"
     )
+    if used.get("not_counted"):
+        lines.append(
+            f"  not counted: {used['not_counted']} reports about tickets the bot never saw"
+        )
     share = coverage["share"]
     lines.append(
         f"coverage: {coverage['with_lessons']} of {coverage['tickets']} tickets got lessons"
