@@ -115,6 +115,15 @@ def client(app):
 
 
 @pytest.fixture
+def api(engine: Engine, settings):
+    """A test client of the app with the maintainer token and one agent token, `bot:agent`."""
+    from webhooks import create_app
+
+    tokens = {"api_token": "maintainer-token", "agent_tokens": "bot:agent"}
+    return create_app(settings.model_copy(update=tokens), engine=engine).test_client()
+
+
+@pytest.fixture
 def deliver(client):
     """POST a fixture to the GitHub endpoint with the headers and signature GitHub sends."""
     import uuid as _uuid

@@ -147,14 +147,6 @@ def test_a_value_of_only_invisible_characters_is_refused_by_name(engine: Engine,
     assert "invisible" in str(refused.value)
 
 
-@pytest.fixture
-def api(engine: Engine, settings: Any):
-    return create_app(
-        settings.model_copy(update={"api_token": "maintainer-token", "agent_tokens": "bot:agent"}),
-        engine=engine,
-    ).test_client()
-
-
 def test_api_propose_stores_visible_text_and_names_an_invisible_one(api: Any, engine: Engine):
     headers = {"Authorization": "Bearer agent"}
     answer = api.post(

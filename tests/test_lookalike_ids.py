@@ -104,14 +104,6 @@ def counts(engine: Engine) -> dict[str, int]:
     return {bullet_id: rows.count(bullet_id) for bullet_id in set(rows)}
 
 
-@pytest.fixture
-def api(engine: Engine, settings: Any):
-    return create_app(
-        settings.model_copy(update={"api_token": "maintainer-token", "agent_tokens": "bot:agent"}),
-        engine=engine,
-    ).test_client()
-
-
 @pytest.mark.parametrize("lookalike", LOOKALIKES)
 def test_api_refuses_lookalike_ids_by_name(api: Any, engine: Engine, two: None, lookalike: str):
     headers = {"Authorization": "Bearer agent"}
