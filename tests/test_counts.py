@@ -56,12 +56,17 @@ def test_a_lesson_that_mostly_helped_ranks_above_one_never_cited(cli, lessons) -
 def test_cite_rate_reads_at_most_100_percent(cli, lessons) -> None:
     # One load, then the same lesson cited on the ticket again and again, and cited on
     # tickets where it was never shown: once, 200% and more by the old count.
+    saw(lessons, "B-1", "B-2", "B-3")
     assert cli("usage", "record", "loaded", "--ids", "pb-2", "--ticket", "B-1").exit_code == 0
     for ticket in ("B-1", "B-1", "B-2", "B-3"):
         cli("usage", "record", "cited", "--ids", "pb-2", "--ticket", ticket, "--success")
+    # A report about a ticket the bot never saw is kept apart, not read as use.
+    cli("usage", "record", "loaded", "--ids", "pb-1", "--ticket", "NEVER-1")
     stats = json.loads(cli("stats", "--json").stdout)
     assert stats["cite_rate"] == 1.0
     assert stats["cite_rate_counts"] == {"loaded": 1, "cited": 1}
+    assert stats["usage"]["not_counted"] == 1
+    assert "not counted: 1 reports about tickets the bot never saw" in cli("stats").stdout
     assert "cite rate: 100% (1 of 1 lessons shown on a ticket were cited on it)" in (
         cli("stats").stdout
     )
