@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from playbook.text import DESCRIPTION_CHARS, Ticket
+from playbook.search.text import DESCRIPTION_CHARS, Ticket
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared" / "datasets" / "apache-jira-dev.jsonl.gz"

@@ -38,9 +38,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import datasets  # noqa: E402
 from datasets import duplicate_pairs, lesson, lesson_text, ticket  # noqa: E402
 
-from playbook import clock, db, lifecycle  # noqa: E402
-from playbook.retrieval import Retriever  # noqa: E402
-from playbook.text import DESCRIPTION_CHARS  # noqa: E402
+from playbook import clock, db  # noqa: E402
+from playbook.lessons import lifecycle  # noqa: E402
+from playbook.search.retrieval import Retriever  # noqa: E402
+from playbook.search.text import DESCRIPTION_CHARS  # noqa: E402
 
 
 @contextmanager

@@ -45,8 +45,10 @@ import machine
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.engine import make_url
 
-from playbook import db, io, lifecycle
+from playbook import db
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, Revision
+from playbook.transfer import io
 
 SEED = 14
 SCOPES = ("CTMS", "PAY", "acme/shop", "global")

@@ -39,8 +39,10 @@ import datasets  # noqa: E402
 from datasets import duplicate_pairs, lesson, ticket  # noqa: E402
 from dup_recall import score, scratch_playbook  # noqa: E402
 
-from playbook import clock, db, lifecycle, tracking, usage  # noqa: E402
-from playbook.retrieval import Retriever  # noqa: E402
+from playbook import clock, db  # noqa: E402
+from playbook.lessons import lifecycle  # noqa: E402
+from playbook.outcomes import tracking, usage  # noqa: E402
+from playbook.search.retrieval import Retriever  # noqa: E402
 
 MERGED = {"Fixed"}
 REJECTED = {"Won't Fix", "Invalid", "Not A Problem", "Cannot Reproduce", "Incomplete"}

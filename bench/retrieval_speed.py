@@ -63,11 +63,12 @@ import datasets  # noqa: E402
 import machine  # noqa: E402
 from datasets import lesson_text, tags, ticket  # noqa: E402
 
-from playbook import clock, db, lifecycle  # noqa: E402
-from playbook.index import BM25Index  # noqa: E402
+from playbook import clock, db  # noqa: E402
+from playbook.lessons import lifecycle  # noqa: E402
 from playbook.models import Bullet, PlaybookMeta  # noqa: E402
-from playbook.retrieval import Retriever  # noqa: E402
-from playbook.text import Ticket, bullet_tokens, query_tokens  # noqa: E402
+from playbook.search.index import BM25Index  # noqa: E402
+from playbook.search.retrieval import Retriever  # noqa: E402
+from playbook.search.text import Ticket, bullet_tokens, query_tokens  # noqa: E402
 
 try:
     import bm25s

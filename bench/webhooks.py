@@ -58,7 +58,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = Path(os.environ.get("BENCH_CODE") or ROOT)
 sys.path[0] = str(CODE)
 
-from playbook import db, lifecycle  # noqa: E402
+from playbook import db  # noqa: E402
+from playbook.lessons import lifecycle  # noqa: E402
 from playbook.models import Delivery, SideEffect, WorkerHeartbeat  # noqa: E402
 
 SECRET = "bench-secret"
@@ -366,7 +367,7 @@ INSTALLATION = 4242
 
 def fill(url: str, count: int) -> None:
     """Create the schema, seed lessons, and put ``count`` App deliveries in the inbox."""
-    from playbook import inbox
+    from playbook.deliveries import inbox
 
     seed(url)
     payload = json.loads(FIXTURE.read_text())

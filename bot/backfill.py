@@ -10,8 +10,9 @@ from typing import Any
 from bot.handlers.context import Ignored
 from bot.handlers.pull_requests import Closer, apply_pull_request
 from bot.services import Services
-from playbook import clock, links
-from playbook.tracking import PullRequestState
+from playbook import clock
+from playbook.outcomes import links
+from playbook.outcomes.tracking import PullRequestState
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from bot.outcomes import LeaseLost
-from playbook import db, heartbeats, inbox
+from playbook import db
+from playbook.deliveries import heartbeats, inbox
 
 log = logging.getLogger(__name__)
 

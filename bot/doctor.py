@@ -11,7 +11,8 @@ from sqlalchemy import Engine
 from bot.config import Settings
 from bot.github import GitHubClients
 from bot.jira import JiraClient
-from playbook import db, heartbeats
+from playbook import db
+from playbook.deliveries import heartbeats
 from playbook.errors import DatabaseUnavailable, PlaybookError
 
 

@@ -17,7 +17,8 @@ from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
 from bot.logs import current_delivery
-from playbook import db, inbox, side_effects
+from playbook import db
+from playbook.deliveries import inbox, side_effects
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,9 @@ from sqlalchemy.orm import Session
 
 from bot import callers, write_limits
 from bot.config import Settings
-from playbook import agents, db, usage
+from playbook import agents, db
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
+from playbook.outcomes import usage
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,10 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, SessionTransaction
 
-from playbook import db, heartbeats, inbox, retrieval, upkeep
+from playbook import db, upkeep
+from playbook.deliveries import heartbeats, inbox
 from playbook.models import STATUSES
+from playbook.search import retrieval
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from playbook.fields import printable
-from playbook.text import Ticket
+from playbook.lessons.fields import printable
+from playbook.search.text import Ticket
 
 # GitHub caps issue, PR and comment bodies at 65,536 characters and titles at 256; Jira caps
 # summaries at 255 and comments at 32,767. Anything longer did not come from them.

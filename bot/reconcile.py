@@ -15,7 +15,8 @@ from github.PaginatedList import PaginatedList
 from sqlalchemy.engine import Engine
 
 from bot.github import GitHubClients
-from playbook import clock, db, inbox
+from playbook import clock, db
+from playbook.deliveries import inbox
 
 log = logging.getLogger(__name__)
 

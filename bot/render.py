@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from playbook.characters import FSI, PDI, isolated, right_to_left, visible
-from playbook.retrieval import Hit
+from playbook.lessons.characters import FSI, PDI, isolated, right_to_left, visible
+from playbook.search.retrieval import Hit
 
 # One character per match and no repetition, so escaping runs in linear time on any lesson text.
 _WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")

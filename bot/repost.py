@@ -13,9 +13,12 @@ from bot.effects import Effects, TicketRef
 from bot.handlers.context import publish
 from bot.logs import delivery_context
 from bot.outcomes import NETWORK_ERRORS, Deferred, describe
-from playbook import comments, db, ids, inbox, retrieval, side_effects
+from playbook import db
+from playbook.deliveries import comments, inbox, side_effects
 from playbook.errors import PlaybookError
+from playbook.lessons import ids
 from playbook.models import SideEffect
+from playbook.search import retrieval
 
 if TYPE_CHECKING:
     from bot.services import Services

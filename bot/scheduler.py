@@ -19,7 +19,8 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
-from playbook import clock, db, inbox, leases, retention, upkeep
+from playbook import clock, db, upkeep
+from playbook.deliveries import inbox, leases, retention
 
 log = logging.getLogger(__name__)
 

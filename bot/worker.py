@@ -25,7 +25,8 @@ from bot.handlers.router import Router
 from bot.logs import delivery_context, redact
 from bot.outcomes import Deferred, Ignored, LeaseLost, PermanentError, classify, describe
 from bot.services import Services
-from playbook import clock, db, heartbeats, inbox, installations
+from playbook import clock, db
+from playbook.deliveries import heartbeats, inbox, installations
 from playbook.models import Delivery
 
 log = logging.getLogger(__name__)

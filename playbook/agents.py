@@ -18,12 +18,15 @@ from pydantic import BaseModel, BeforeValidator, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import fields, lifecycle, ranking, upkeep, usage
+from playbook import upkeep
 from playbook.errors import BulletNotFound, PlaybookError
+from playbook.lessons import fields, lifecycle
 from playbook.models import Bullet, Revision, UsageEvent
-from playbook.retrieval import ALL_SCOPES, Retriever
+from playbook.outcomes import usage
 from playbook.scopes import View
-from playbook.text import Ticket
+from playbook.search import ranking
+from playbook.search.retrieval import ALL_SCOPES, Retriever
+from playbook.search.text import Ticket
 
 # Lessons one search returns at most, whatever ``k`` asks: an agent's context is precious,
 # and the bot's own comment shows no more.
@@ -167,7 +170,7 @@ class UsageAnswer(BaseModel):
     lesson_ids: list[str]
     recorded: int
     # Of the new ones, those that count as use; the rest are about a ticket the bot has not
-    # seen and move nothing (playbook/self_reports.py), by reason in ``discounted``.
+    # seen and move nothing (playbook/outcomes/self_reports.py), by reason in ``discounted``.
     counted: int = 0
     discounted: dict[str, int] = {}
 

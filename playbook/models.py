@@ -130,7 +130,7 @@ class UsageEvent(Base):
     # The pull request a cite was made in (owner/repo#n), so the PR's outcome can settle it.
     pr_key: Mapped[str | None] = mapped_column(String(200), index=True)
     # Who reported the event (the token's actor, e.g. agent:ci); None for what the bot saw
-    # itself (its comments, searches, PRs). See playbook/self_reports.py.
+    # itself (its comments, searches, PRs). See playbook/outcomes/self_reports.py.
     source: Mapped[str | None] = mapped_column(String(200))
     # False: recorded for reporting only; it moves no counter, ranking or pruning.
     counted: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())

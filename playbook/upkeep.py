@@ -9,9 +9,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, func, literal, select
 from sqlalchemy.orm import Session
 
-from playbook import clock, lifecycle, ranking
+from playbook import clock
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, Retrieval, UsageEvent
 from playbook.scopes import EVERYTHING, View
+from playbook.search import ranking
 
 
 def _bullet_line(bullet: Bullet) -> dict[str, Any]:
@@ -214,7 +216,7 @@ def prune_candidates(
     """
     idle_since = now - timedelta(days=idle_days)
     born_before = now - timedelta(days=min_age_days)
-    # A report about a ticket the bot never saw is not use (playbook/self_reports.py).
+    # A report about a ticket the bot never saw is not use (playbook/outcomes/self_reports.py).
     recent = (
         select(UsageEvent.bullet_id)
         .where(UsageEvent.ts >= idle_since, UsageEvent.counted)

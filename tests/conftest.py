@@ -12,8 +12,9 @@ from click.testing import CliRunner, Result
 from sqlalchemy import Engine, create_engine, delete, text, update
 from sqlalchemy.engine import make_url
 
-from playbook import clock, db, retrieval
+from playbook import clock, db
 from playbook.models import Base, PlaybookMeta
+from playbook.search import retrieval
 
 from support import GITHUB_SECRET, JIRA_SECRET, fixture_body
 

@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 from werkzeug.serving import make_server
 
-from playbook import inbox
 from playbook.db import transaction
+from playbook.deliveries import inbox
 from playbook.models import Delivery
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -82,7 +82,7 @@ def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 30) -> N
 
 def saw(engine: Engine, *tickets: str) -> None:
     """Make the bot have seen ``tickets`` (as a signed Jira delivery would)."""
-    from playbook import seen_tickets
+    from playbook.outcomes import seen_tickets
 
     with transaction(engine) as session:
         for ticket in tickets:

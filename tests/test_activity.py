@@ -7,9 +7,11 @@ from datetime import UTC, date, datetime, timedelta, timezone
 import pytest
 from sqlalchemy import Engine
 
-from playbook import activity, clock, lifecycle, tracking, upkeep, usage
+from playbook import activity, clock, upkeep
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Retrieval
+from playbook.outcomes import tracking, usage
 
 # A Wednesday; the four weeks up to it start on Feb 23, Mar 2, Mar 9 and Mar 16 (ISO week 12).
 NOW = datetime(2026, 3, 18, 12, 0, tzinfo=UTC)

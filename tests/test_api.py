@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy import Engine
 
 from bot.config import Settings
-from playbook import lifecycle
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from webhooks import create_app
 
 from support import saw

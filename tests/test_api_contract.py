@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
-from playbook import lifecycle
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from webhooks import create_app
 
 from support import serving

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from playbook import lifecycle, usage
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Revision
+from playbook.outcomes import usage
 from webhooks import create_app
 
 from support import saw

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playbook.capture import Command, commands_in, lessons_in
+from playbook.lessons.capture import Command, commands_in, lessons_in
 
 
 def test_lessons_section_list_items() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from playbook import usage
 from playbook.db import transaction
+from playbook.outcomes import usage
 
 from support import saw
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from playbook import lifecycle, usage
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import UsageEvent
+from playbook.outcomes import usage
 
 from loop_harness import REPO, Loop, fixture
 from support import saw

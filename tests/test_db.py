@@ -12,8 +12,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from playbook import db, lifecycle
+from playbook import db
 from playbook.errors import DatabaseUnavailable
+from playbook.lessons import lifecycle
 from playbook.models import Base
 
 

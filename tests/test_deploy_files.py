@@ -157,7 +157,8 @@ def test_worker_healthcheck_follows_this_hosts_worker(
 ) -> None:
     from bot.config import Settings
     from bot.worker import Services, Worker
-    from playbook import clock, heartbeats
+    from playbook import clock
+    from playbook.deliveries import heartbeats
 
     code = _healthcheck_code("worker")
     env = {**os.environ, "PLAYBOOK_DATABASE_URL": database_url}

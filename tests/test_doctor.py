@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from playbook import db, heartbeats
+from playbook import db
+from playbook.deliveries import heartbeats
 
 # What a FAIL line tells a person to do: set, unset, run, check, install or point something.
 FIXES = ("set ", "unset ", "run `", "check ", "install ", "point ")

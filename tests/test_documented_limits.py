@@ -19,7 +19,8 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.mcp_server import build_server, local_caller
-from playbook import db, lifecycle
+from playbook import db
+from playbook.lessons import lifecycle
 from webhooks.app import create_app
 
 TOKEN = "limits-maintainer"

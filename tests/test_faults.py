@@ -18,8 +18,9 @@ from sqlalchemy import Engine, event, select
 
 from bot.config import Settings
 from bot.logs import configure_logging
-from playbook import clock, lifecycle
+from playbook import clock
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Delivery
 from webhooks import create_app
 from webhooks.signatures import sign

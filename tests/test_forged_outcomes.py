@@ -13,19 +13,12 @@ from sqlalchemy import Engine, select, update
 
 from bot.config import Settings
 from bot.mcp_server import build_server
-from playbook import (
-    agents,
-    clock,
-    lifecycle,
-    ranking,
-    rate_limits,
-    self_reports,
-    tracking,
-    upkeep,
-    usage,
-)
+from playbook import agents, clock, rate_limits, upkeep
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, RateWindow
+from playbook.outcomes import self_reports, tracking, usage
+from playbook.search import ranking
 from webhooks import create_app
 
 from support import saw

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from playbook import lifecycle, usage
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Delivery, UsageEvent
+from playbook.outcomes import usage
 from webhooks.signatures import sign
 
 from support import GITHUB_SECRET, JIRA_SECRET, fixture_body, saw

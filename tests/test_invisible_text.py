@@ -19,12 +19,12 @@ from sqlalchemy import Engine, update
 from bot.config import Settings
 from bot.mcp_server import build_server, local_caller
 from bot.render import lessons_comment
-from playbook import characters, lifecycle
-from playbook.capture import commands_in, lessons_in
 from playbook.db import transaction
-from playbook.fields import FieldProblem
+from playbook.lessons import characters, lifecycle
+from playbook.lessons.capture import commands_in, lessons_in
+from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet
-from playbook.retrieval import Hit
+from playbook.search.retrieval import Hit
 from webhooks import create_app
 
 from loop_harness import REPO, Loop

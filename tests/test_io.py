@@ -13,10 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, func, select, update
 
-from playbook import clock, io, lifecycle, usage
+from playbook import clock
 from playbook.db import transaction
 from playbook.errors import InvalidInput
+from playbook.lessons import lifecycle
 from playbook.models import Base, Bullet, PlaybookMeta, Revision, UsageEvent
+from playbook.outcomes import usage
+from playbook.transfer import io
 
 DATA = Path(__file__).parent / "data"
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import Engine
 
-from playbook import lifecycle
 from playbook.db import transaction
-from playbook.retrieval import Retriever
-from playbook.text import Ticket
+from playbook.lessons import lifecycle
+from playbook.search.retrieval import Retriever
+from playbook.search.text import Ticket
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, func, select
 
-from playbook import clock, fields, lifecycle
+from playbook import clock
 from playbook.db import transaction
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
-from playbook.fields import FieldProblem
+from playbook.lessons import fields, lifecycle
+from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, Revision
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playbook.links import bullet_ids, pull_request_links
+from playbook.outcomes.links import bullet_ids, pull_request_links
 
 
 def test_bullet_ids_are_found_and_normalised() -> None:

@@ -16,13 +16,14 @@ from sqlalchemy import Engine, select
 
 from bot.config import Settings
 from bot.mcp_server import build_server, local_caller
-from playbook import ids, inbox, lifecycle
-from playbook.capture import commands_in
 from playbook.db import transaction
+from playbook.deliveries import inbox
 from playbook.errors import InvalidInput
-from playbook.fields import FieldProblem
-from playbook.links import bullet_ids, pull_request_links
+from playbook.lessons import ids, lifecycle
+from playbook.lessons.capture import commands_in
+from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, UsageEvent
+from playbook.outcomes.links import bullet_ids, pull_request_links
 from webhooks import create_app
 
 from loop_harness import REPO, Loop

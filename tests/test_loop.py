@@ -7,9 +7,10 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from playbook import lifecycle, usage
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import SideEffect, UsageEvent
+from playbook.outcomes import usage
 
 from loop_harness import INSTALLATION, REPO, Loop, fixture
 

@@ -10,9 +10,11 @@ from sqlalchemy import Engine, func, select
 
 from bot.github import GitHubClients
 from bot.reconcile import reconcile
-from playbook import clock, lifecycle, upkeep, usage
+from playbook import clock, upkeep
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import UsageEvent
+from playbook.outcomes import usage
 
 from loop_harness import INSTALLATION, REPO, Loop
 

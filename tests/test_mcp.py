@@ -20,7 +20,8 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.mcp_server import bearer_caller, build_server, local_caller
-from playbook import db, lifecycle
+from playbook import db
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, UsageEvent
 from webhooks import mcp_http
 from webhooks.app import create_app

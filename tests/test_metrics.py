@@ -20,8 +20,8 @@ from sqlalchemy import Engine
 from bot import metrics
 from bot.config import Settings
 from bot.worker import Services, Worker
-from playbook import lifecycle
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from webhooks import create_app
 from webhooks.signatures import sign
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from playbook.ranking import confidence, feedback_multiplier, freshness
+from playbook.search.ranking import confidence, feedback_multiplier, freshness
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 

@@ -14,8 +14,9 @@ from sqlalchemy import Engine, select
 from bot.config import Settings
 from bot.effects import DryRunEffects
 from bot.worker import Services, Worker
-from playbook import inbox, lifecycle, side_effects
 from playbook.db import transaction
+from playbook.deliveries import inbox, side_effects
+from playbook.lessons import lifecycle
 from playbook.models import Retrieval, SideEffect, UsageEvent
 
 from fakes.github import FakeGitHub

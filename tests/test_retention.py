@@ -11,8 +11,10 @@ from sqlalchemy import Engine, func, select, update
 
 from bot.config import Settings
 from bot.scheduler import JOBS, purge_job, start
-from playbook import clock, db, inbox, lifecycle, retention, usage
+from playbook import clock, db
+from playbook.deliveries import inbox, retention
 from playbook.errors import InvalidInput
+from playbook.lessons import lifecycle
 from playbook.models import (
     Base,
     BotComment,
@@ -24,6 +26,7 @@ from playbook.models import (
     SideEffect,
     TicketLink,
 )
+from playbook.outcomes import usage
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 OLD = NOW - timedelta(days=40)

@@ -16,13 +16,16 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 from sqlalchemy import Engine, delete, func, select, update
 
-from playbook import clock, lifecycle, ranking, usage
+from playbook import clock
 from playbook.db import transaction
 from playbook.errors import InvalidInput
-from playbook.index import BM25Index
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, UsageEvent
-from playbook.retrieval import Retriever
-from playbook.text import Ticket, tokenize
+from playbook.outcomes import usage
+from playbook.search import ranking
+from playbook.search.index import BM25Index
+from playbook.search.retrieval import Retriever
+from playbook.search.text import Ticket, tokenize
 
 # 600 real Apache Jira bug reports (key, summary, description[:500]; Apache License 2.0, from
 # issues.apache.org via the SPEAR-SE study): real vocabulary, stack traces and long tails,
@@ -497,8 +500,8 @@ def _ids(engine: Engine, retriever: Retriever, text: str) -> list[str]:
 def test_a_cold_start_loads_the_snapshot_and_reads_only_what_changed_since(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from playbook import retrieval
     from playbook.models import IndexSnapshot
+    from playbook.search import retrieval
 
     monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
     monkeypatch.setattr(retrieval, "SNAPSHOT_EVERY", 5)
@@ -531,8 +534,8 @@ def test_a_cold_start_loads_the_snapshot_and_reads_only_what_changed_since(
 def test_a_snapshot_that_cannot_be_read_or_of_another_tokenizer_is_not_used(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from playbook import retrieval
     from playbook.models import IndexSnapshot
+    from playbook.search import retrieval
 
     monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
     monkeypatch.setattr(retrieval, "SNAPSHOT_EVERY", 1)
@@ -554,8 +557,9 @@ def test_a_snapshot_that_cannot_be_read_or_of_another_tokenizer_is_not_used(
 def test_an_import_saves_a_snapshot_the_next_process_starts_from(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from playbook import io, retrieval
     from playbook.models import IndexSnapshot
+    from playbook.search import retrieval
+    from playbook.transfer import io
 
     monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 3)
     path = tmp_path / "lessons.jsonl"
@@ -579,8 +583,8 @@ def test_an_import_saves_a_snapshot_the_next_process_starts_from(
 def test_an_add_saves_a_snapshot_that_still_reads_its_own_lesson(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from playbook import retrieval
     from playbook.models import IndexSnapshot
+    from playbook.search import retrieval
 
     monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
     seed(engine, *LESSONS)

@@ -12,9 +12,11 @@ from sqlalchemy import Engine, select, update
 from bot.config import Settings
 from bot.handlers import IGNORED
 from bot.scheduler import JOBS, prune_job, purge_job, retry_job
-from playbook import clock, lifecycle, usage
+from playbook import clock
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, Delivery, SideEffect, UsageEvent
+from playbook.outcomes import usage
 
 from loop_harness import REPO, Loop, fixture
 from support import put

@@ -14,7 +14,8 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.scheduler import run_exclusively, start
-from playbook import clock, leases
+from playbook import clock
+from playbook.deliveries import leases
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -22,8 +22,10 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.mcp_server import build_server, local_caller
-from playbook import agents, db, lifecycle, usage
+from playbook import agents, db
+from playbook.lessons import lifecycle
 from playbook.models import Bullet
+from playbook.outcomes import usage
 from webhooks.app import create_app
 
 from support import serving

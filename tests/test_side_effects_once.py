@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select, update
 
-from playbook import lifecycle
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import BotComment, Delivery, UsageEvent
 
 from loop_harness import _KEYS, APP_ID, REPO, Loop, fixture, start_loop

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from playbook import text as text_module
-from playbook.text import (
+from playbook.search import text as text_module
+from playbook.search.text import (
     TOKENIZER_VERSION,
     Ticket,
     bullet_tokens,

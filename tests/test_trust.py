@@ -17,8 +17,8 @@ from sqlalchemy import Engine, select
 from bot.backfill import backfill
 from bot.config import Settings
 from bot.worker import Services
-from playbook import lifecycle
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Delivery
 from webhooks import create_app
 

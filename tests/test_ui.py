@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from playbook import lifecycle
 from playbook.db import transaction
+from playbook.lessons import lifecycle
 from playbook.models import Bullet
 from webhooks import create_app
 

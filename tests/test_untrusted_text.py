@@ -12,10 +12,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.render import lessons_comment
-from playbook.capture import MIN_LESSON_CHARS, PLAYBOOK_VERBS, Command, commands_in, lessons_in
-from playbook.links import bullet_ids, pull_request_links
-from playbook.retrieval import Hit
-from playbook.text import STOP_WORDS, Ticket, bullet_tokens, query_tokens, strip_markup, tokenize
+from playbook.lessons.capture import (
+    MIN_LESSON_CHARS,
+    PLAYBOOK_VERBS,
+    Command,
+    commands_in,
+    lessons_in,
+)
+from playbook.outcomes.links import bullet_ids, pull_request_links
+from playbook.search.retrieval import Hit
+from playbook.search.text import (
+    STOP_WORDS,
+    Ticket,
+    bullet_tokens,
+    query_tokens,
+    strip_markup,
+    tokenize,
+)
 
 SIZE = 100_000
 # Each call on SIZE characters takes milliseconds when linear, and seconds to minutes when a

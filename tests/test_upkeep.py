@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
-from playbook import clock, lifecycle, upkeep, usage
+from playbook import clock, upkeep
 from playbook.db import transaction
+from playbook.lessons import lifecycle
+from playbook.outcomes import usage
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 

@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, func, select
 
-from playbook import clock, lifecycle, usage
+from playbook import clock
 from playbook.db import transaction
 from playbook.errors import BulletNotFound, InvalidInput
+from playbook.lessons import lifecycle
 from playbook.models import UsageEvent
+from playbook.outcomes import usage
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 

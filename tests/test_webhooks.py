@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from bot.config import Settings
-from playbook import clock, heartbeats
+from playbook import clock
 from playbook.db import transaction
+from playbook.deliveries import heartbeats
 from playbook.models import Delivery
 from webhooks import create_app
 from webhooks.signatures import sign

@@ -22,8 +22,9 @@ from werkzeug.serving import make_server
 from bot.config import Settings
 from bot.handlers.router import Event, Router
 from bot.worker import PermanentError, Services, Worker
-from playbook import clock, inbox
+from playbook import clock
 from playbook.db import transaction
+from playbook.deliveries import inbox
 from playbook.models import Delivery
 from webhooks import create_app
 from webhooks.signatures import sign

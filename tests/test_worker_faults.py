@@ -21,8 +21,9 @@ from bot.effects import TicketRef
 from bot.handlers.context import effect
 from bot.handlers.router import Router
 from bot.worker import Services, Worker, start_thread
-from playbook import clock, inbox
+from playbook import clock
 from playbook.db import transaction
+from playbook.deliveries import inbox
 from playbook.models import Delivery
 
 from support import put

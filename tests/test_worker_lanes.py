@@ -18,8 +18,8 @@ from bot.config import Settings
 from bot.handlers import installations
 from bot.handlers.router import Event, Router
 from bot.worker import Services, Worker
-from playbook import inbox
 from playbook.db import transaction
+from playbook.deliveries import inbox
 from playbook.models import Delivery
 
 from support import fixture_body, put

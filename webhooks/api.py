@@ -16,8 +16,10 @@ from flask_openapi3 import APIBlueprint, Tag
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from bot import callers, write_limits
-from playbook import agents, characters, db, fields, lifecycle, usage
+from playbook import agents, db
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
+from playbook.lessons import characters, fields, lifecycle
+from playbook.outcomes import usage
 from webhooks import problems
 from webhooks.app import runtime
 from webhooks.intake import decode, parse
@@ -448,7 +450,7 @@ def post_usage() -> Response:
     All or nothing: one bad event rejects the request, so an agent can fix and resend it.
     Every event names its ticket (``ticketId``), and each (ticket, lesson, kind) counts
     once, so a resent request records nothing twice with or without an Idempotency-Key.
-    What the events weigh is in the answer (playbook/self_reports.py decides it).
+    What the events weigh is in the answer (playbook/outcomes/self_reports.py decides it).
     """
     limited = _limit_writes()
     if limited is not None:

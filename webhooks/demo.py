@@ -14,7 +14,8 @@ from bot.config import Settings
 from bot.effects import DryRunEffects
 from bot.services import Services
 from bot.worker import Worker
-from playbook import db, lifecycle, upkeep
+from playbook import db, upkeep
+from playbook.lessons import lifecycle
 from webhooks import create_app
 from webhooks.signatures import sign
 

@@ -8,7 +8,8 @@ from typing import Any
 from flask import Blueprint, jsonify
 
 from bot.metrics import package_version
-from playbook import db, heartbeats, inbox
+from playbook import db
+from playbook.deliveries import heartbeats, inbox
 from webhooks.app import error, runtime
 
 blueprint = Blueprint("health", __name__)

@@ -14,7 +14,8 @@ from sqlalchemy import exc
 
 from bot import metrics
 from bot.logs import delivery_context
-from playbook import db, inbox
+from playbook import db
+from playbook.deliveries import inbox
 from playbook.errors import DatabaseUnavailable
 from webhooks.app import error, runtime
 

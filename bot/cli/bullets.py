@@ -9,9 +9,11 @@ from typing import Any
 import click
 
 from bot.cli.base import Context, echo_json, note, pass_context
-from playbook import clock, ids, lifecycle, usage
-from playbook.lifecycle import Change
+from playbook import clock
+from playbook.lessons import ids, lifecycle
+from playbook.lessons.lifecycle import Change
 from playbook.models import STATUSES, Revision
+from playbook.outcomes import usage
 
 
 def revision_json(revision: Revision) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import json
 import click
 
 from bot.cli.base import CommandFailed, Context, UserError, echo_json, note, pass_context
-from playbook import inbox, side_effects
+from playbook.deliveries import inbox, side_effects
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
 
 

@@ -17,7 +17,8 @@ from bot.cli.base import (
     one_line,
     pass_context,
 )
-from playbook import retention, upkeep
+from playbook import upkeep
+from playbook.deliveries import retention
 
 
 @click.command()

@@ -7,9 +7,9 @@ import textwrap
 import click
 
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
-from playbook.ranking import RANK_MODES
-from playbook.retrieval import Retriever
-from playbook.text import Ticket
+from playbook.search.ranking import RANK_MODES
+from playbook.search.retrieval import Retriever
+from playbook.search.text import Ticket
 
 
 @click.command()

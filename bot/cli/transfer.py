@@ -14,8 +14,8 @@ import click
 from sqlalchemy.orm import Session
 
 from bot.cli.base import Context, UserError, note, pass_context
-from playbook import io
 from playbook.models import STATUSES
+from playbook.transfer import io
 
 
 class _Progress:

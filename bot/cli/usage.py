@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from bot.cli.base import Context, UserError, pass_context
-from playbook import fields, self_reports, usage
+from playbook.lessons import fields
+from playbook.outcomes import self_reports, usage
 
 
 @click.group(name="usage")
@@ -74,7 +75,7 @@ def record(
             # The order of --ids is the order the lessons were shown in.
             ranks=list(range(1, len(bullet_ids) + 1)) if kind == "loaded" else None,
             query_id=query_id,
-            # A report like an agent's: it weighs what playbook/self_reports.py allows.
+            # A report like an agent's: it weighs what playbook/outcomes/self_reports.py allows.
             source=ctx.actor,
         )
         tally = usage.Tally()

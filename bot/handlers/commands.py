@@ -10,10 +10,13 @@ from bot.effects import JiraCommentSeen, TicketRef
 from bot.handlers.context import Ignored, effect, publish
 from bot.handlers.router import Event, Router
 from bot.jira import JiraAuthor, author_of
-from playbook import comments, db, lifecycle, tracking
-from playbook.capture import Command, commands_in
+from playbook import db
+from playbook.deliveries import comments
 from playbook.errors import PlaybookError
-from playbook.evidence import cite, scope_of
+from playbook.lessons import lifecycle
+from playbook.lessons.capture import Command, commands_in
+from playbook.outcomes import tracking
+from playbook.outcomes.evidence import cite, scope_of
 
 if TYPE_CHECKING:
     from bot.services import Services

@@ -17,7 +17,8 @@ from bot import claims, metrics
 from bot.effects import CommentText, TicketRef, log_effect
 from bot.github import NotConfigured
 from bot.outcomes import Deferred, Ignored, PermanentError
-from playbook import comments, db
+from playbook import db
+from playbook.deliveries import comments
 
 if TYPE_CHECKING:
     from bot.services import Services

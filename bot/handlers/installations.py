@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from bot import payloads
 from bot.handlers.router import Event, Router
-from playbook import db, installations
+from playbook import db
+from playbook.deliveries import installations
 
 if TYPE_CHECKING:
     from bot.services import Services

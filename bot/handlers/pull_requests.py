@@ -12,10 +12,11 @@ from bot import payloads
 from bot.effects import TicketRef
 from bot.handlers.context import Ignored, effect
 from bot.handlers.router import Event, Router
-from playbook import clock, db, tracking
-from playbook.evidence import ACTOR, capture, cite, scope_of
-from playbook.links import pull_request_links
-from playbook.tracking import PullRequestState
+from playbook import clock, db
+from playbook.outcomes import tracking
+from playbook.outcomes.evidence import ACTOR, capture, cite, scope_of
+from playbook.outcomes.links import pull_request_links
+from playbook.outcomes.tracking import PullRequestState
 
 if TYPE_CHECKING:
     from bot.services import Services

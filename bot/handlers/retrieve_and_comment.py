@@ -9,8 +9,11 @@ from bot import payloads, render
 from bot.effects import CommentText, TicketRef, record_effect
 from bot.handlers.context import Ignored, publish
 from bot.handlers.router import Event, Router
-from playbook import comments, db, inbox, retrieval, seen_tickets
-from playbook.text import Ticket
+from playbook import db
+from playbook.deliveries import comments, inbox
+from playbook.outcomes import seen_tickets
+from playbook.search import retrieval
+from playbook.search.text import Ticket
 
 if TYPE_CHECKING:
     from bot.services import Services

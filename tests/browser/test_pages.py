@@ -10,8 +10,10 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import Engine, select, update
 
-from playbook import clock, db, lifecycle, usage
+from playbook import clock, db
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, Delivery, PullRequest, Retrieval, Revision, SideEffect
+from playbook.outcomes import usage
 
 from browsing import Site, log_in
 from support import put

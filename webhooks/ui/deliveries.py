@@ -11,8 +11,10 @@ from werkzeug.wrappers import Response
 
 from bot import repost
 from bot.services import Services
-from playbook import db, ids, inbox, side_effects
+from playbook import db
+from playbook.deliveries import inbox, side_effects
 from playbook.errors import PlaybookError
+from playbook.lessons import ids
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
 from webhooks.app import runtime
 from webhooks.ui import access

@@ -8,8 +8,9 @@ from typing import Any
 from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from playbook import agents, browse, db, fields, lifecycle
+from playbook import agents, db
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
+from playbook.lessons import browse, fields, lifecycle
 from playbook.models import STATUSES
 from webhooks.app import runtime
 from webhooks.ui import access

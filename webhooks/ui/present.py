@@ -10,7 +10,8 @@ from urllib.parse import quote, urlsplit
 from flask import Flask
 
 from bot.config import Settings
-from playbook import characters, clock
+from playbook import clock
+from playbook.lessons import characters
 
 # owner/repo#12, as the bot writes GitHub tickets and pull requests.
 _GITHUB_KEY = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100})#([0-9]{1,9})")

@@ -57,7 +57,7 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('key', name=op.f('pk_playbook_meta'))
     )
     # The version counter always exists, so bumping it is a plain UPDATE that also
-    # serialises concurrent writers of bullets (see playbook.lifecycle).
+    # serialises concurrent writers of bullets (see playbook.lessons.lifecycle).
     op.bulk_insert(sa.table('playbook_meta', sa.column('key', sa.String), sa.column('value', sa.BigInteger)),
                    [{'key': 'version', 'value': 0}])
     op.create_table('revisions',

@@ -1,6 +1,6 @@
 """lesson text made visible: stored bullets lose direction overrides and invisible characters
 
-Rows written before `playbook.characters.visible` guarded every door keep what they were given;
+Rows written before `playbook.lessons.characters.visible` guarded every door keep what they were given;
 this applies the same rule to them, so the API, MCP and CLI answer what comments and /ui show.
 A changed bullet is stamped with a new playbook version, so search indexes read it again.
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from playbook.characters import visible
+from playbook.lessons.characters import visible
 
 revision: str = '0008'
 down_revision: str | None = '0007'

@@ -10,10 +10,12 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, case, func, select
 from sqlalchemy.orm import Session
 
-from playbook import fields, ids, ranking, upkeep
+from playbook import upkeep
+from playbook.lessons import fields, ids
 from playbook.models import STATUSES, Bullet, Revision, UsageEvent
-from playbook.retrieval import PROPOSED, Retriever
-from playbook.text import Ticket
+from playbook.search import ranking
+from playbook.search.retrieval import PROPOSED, Retriever
+from playbook.search.text import Ticket
 
 SORTS = ("score", "loads", "cites", "confidence", "last_used", "newest")
 PAGE_SIZE = 25

@@ -11,8 +11,9 @@ from sqlalchemy import ColumnElement, bindparam, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from playbook import clock, ids
+from playbook import clock
 from playbook.errors import InvalidInput
+from playbook.lessons import ids
 from playbook.models import DELIVERY_STATUSES, ERROR_KINDS, Delivery
 
 MAX_ERROR_CHARS = 4000

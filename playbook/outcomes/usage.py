@@ -11,9 +11,11 @@ from typing import Any
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
-from playbook import clock, fields, self_reports
+from playbook import clock
 from playbook.errors import BulletNotFound, InvalidInput
+from playbook.lessons import fields
 from playbook.models import EVENT_KINDS, Bullet, UsageEvent
+from playbook.outcomes import self_reports
 
 
 def _later(column: object, ts: datetime) -> object:

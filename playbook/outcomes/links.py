@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from playbook import ids
+from playbook.lessons import ids
 
 # GitHub caps PR titles at 256 characters and bodies at 65,536; branch names are shorter still.
 # Reading no more than this bounds the work whatever a PR holds.
@@ -15,7 +15,7 @@ BODY_CHARS = 65_536
 # The patterns below read untrusted text, so each runs in linear time: possessive quantifiers
 # (`*+`, `++`) never give back what the rest of the pattern could not use, and the lookbehinds
 # let an attempt start only where a word starts, so no run of characters is read from two starts.
-# Numbers are ASCII digits only (see playbook/ids.py): Arabic-Indic digits close no issue.
+# Numbers are ASCII digits only (see playbook/lessons/ids.py): Arabic-Indic digits close no issue.
 BULLET_ID = ids.MENTION
 # Atlassian's convention: a project key (letter, then letters/digits) and a number.
 JIRA_KEY = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]++-[0-9]++)(?![\w-])")

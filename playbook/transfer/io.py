@@ -28,11 +28,13 @@ from sqlalchemy.orm import Session
 from yaml import events as yaml_events
 from yaml import nodes as yaml_nodes
 
-from playbook import clock, fields, lifecycle, usage
+from playbook import clock
 from playbook.errors import InvalidInput, PlaybookError
-from playbook.fields import FieldProblem
+from playbook.lessons import fields, lifecycle
+from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, UsageEvent
-from playbook.retrieval import Retriever
+from playbook.outcomes import usage
+from playbook.search.retrieval import Retriever
 
 Format = Literal["yaml", "jsonl", "csv"]
 # The order teams' YAML files use, then this project's fields.

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from playbook import clock, comments
+from playbook import clock
+from playbook.deliveries import comments
 from playbook.models import SideEffect
 
 # The actions that post or edit one of the bot's comments.

@@ -26,8 +26,8 @@ from fractions import Fraction
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from playbook import seen_tickets
 from playbook.models import Bullet, UsageEvent
+from playbook.outcomes import seen_tickets
 
 # Ratings one source (token, CLI user, import) may add to one lesson, ever.
 RATINGS_PER_SOURCE = 1

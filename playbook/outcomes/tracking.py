@@ -9,8 +9,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock, lifecycle, seen_tickets, usage
+from playbook import clock
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, PullRequest, Revision, TicketLink, UsageEvent
+from playbook.outcomes import seen_tickets, usage
 
 DEMOTED_UNMERGED = "pr_closed_unmerged"
 

@@ -17,12 +17,14 @@ import numpy as np
 from sqlalchemy import Engine, bindparam, delete, event, exc, or_, select
 from sqlalchemy.orm import Session, SessionTransaction
 
-from playbook import clock, ranking, usage
+from playbook import clock
 from playbook.errors import InvalidInput
-from playbook.index import BM25Index
-from playbook.lifecycle import playbook_version
+from playbook.lessons.lifecycle import playbook_version
 from playbook.models import Bullet, IndexSnapshot, Retrieval
-from playbook.text import TOKENIZER_VERSION, Ticket, bullet_tokens, query_tokens
+from playbook.outcomes import usage
+from playbook.search import ranking
+from playbook.search.index import BM25Index
+from playbook.search.text import TOKENIZER_VERSION, Ticket, bullet_tokens, query_tokens
 
 # Non-feedback modes re-rank this many of the best BM25 matches: past that, a match is too
 # weak for usage to make it the right lesson.

@@ -10,13 +10,14 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
-from playbook import characters, clock, fields
+from playbook import clock
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
-from playbook.fields import FieldProblem
-from playbook.ids import canonical_number, sort_key
+from playbook.lessons import characters, fields
+from playbook.lessons.fields import FieldProblem
+from playbook.lessons.ids import canonical_number, sort_key
 from playbook.models import STATUSES, Bullet, PlaybookMeta, Revision
-from playbook.text import bullet_tokens, plain_words
-from playbook.usage import COUNTER_FIELDS
+from playbook.outcomes.usage import COUNTER_FIELDS
+from playbook.search.text import bullet_tokens, plain_words
 
 # The fields a revision records; counters are derived from usage events, not revised.
 SNAPSHOT_FIELDS = (
@@ -131,7 +132,7 @@ def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet
     is applied to those: a near-duplicate shares most of its words with ``text``, so it
     ranks near the top, and an add costs the same at 100 lessons as at 100,000.
     """
-    from playbook.retrieval import Retriever  # retrieval builds on this module
+    from playbook.search.retrieval import Retriever  # retrieval builds on this module
 
     live = select(Bullet.id, Bullet.text, Bullet.scope, Bullet.status)
     if bullet_tokens(text):

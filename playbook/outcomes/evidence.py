@@ -8,10 +8,12 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock, lifecycle, usage
-from playbook.capture import lessons_in
-from playbook.links import bullet_ids
+from playbook import clock
+from playbook.lessons import lifecycle
+from playbook.lessons.capture import lessons_in
 from playbook.models import Bullet
+from playbook.outcomes import usage
+from playbook.outcomes.links import bullet_ids
 
 log = logging.getLogger(__name__)
 # Who changes the playbook when a PR's evidence does (captured lessons, demotions).

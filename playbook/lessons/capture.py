@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-from playbook import characters, ids
+from playbook.lessons import characters, ids
 
 # GitHub caps PR bodies and comments at 65,536 characters. Reading no more than that bounds the
 # work whatever a body holds; the patterns below also run in linear time on their own, as they

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from playbook import characters
 from playbook.errors import InvalidInput
+from playbook.lessons import characters
 
 # Column sizes of the fields agents and people fill in (see playbook/models.py).
 BULLET_ID_CHARS = 64

@@ -3,7 +3,7 @@
 A lesson is read by people in GitHub, Jira and /ui, and by agents: a right-to-left override
 (U+202E) or an isolate makes it display in another order than its characters, and zero-width
 characters hide words or split them. `visible` is the one rule every stored text goes through
-(see `playbook.fields.text`); `isolated` is what comments wrap right-to-left lesson text in.
+(see `playbook.lessons.fields.text`); `isolated` is what comments wrap right-to-left lesson text in.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Deliveries: the webhook inbox, leases, heartbeats, the bot's comments, effects, retention."""

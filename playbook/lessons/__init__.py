@@ -1,0 +1,1 @@
+"""Lessons: writing them (lifecycle, fields, characters, ids), capturing and browsing them."""

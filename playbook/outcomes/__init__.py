@@ -1,0 +1,1 @@
+"""Outcomes: loads and cites, pull requests and their evidence, how much a report weighs."""

@@ -1,0 +1,1 @@
+"""Transfer: importing and exporting playbooks and usage logs."""
