@@ -21,8 +21,8 @@ from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, Pla
 from playbook.lessons import characters, fields, lifecycle
 from playbook.outcomes import usage
 from webhooks import problems
-from webhooks.app import runtime
 from webhooks.intake import decode, parse
+from webhooks.runtime import runtime
 
 # gunicorn refuses request lines over 4,094 bytes with an HTML page, and a character may take
 # 12 bytes percent-encoded: the query parameters of one route fit that together.

@@ -1,13 +1,11 @@
-"""The Flask application factory: blueprints, JSON errors, and the shared runtime."""
+"""The Flask application factory: the blueprints and the JSON errors (views share runtime.py)."""
 
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Flask, Response, current_app, jsonify, redirect, request
+from flask import Flask, Response, redirect, request
 from flask.json.provider import DefaultJSONProvider
 from flask_openapi3 import Info, OpenAPI, SecurityScheme
 from sqlalchemy import Engine, exc
@@ -17,40 +15,10 @@ from bot.config import Settings
 from bot.logs import add_secrets
 from playbook import db
 from playbook.errors import DatabaseUnavailable
+from webhooks.runtime import Runtime, error
 
 log = logging.getLogger(__name__)
 _RETRY = {"Retry-After": "5"}
-_ENGINE_LOCK = threading.Lock()
-
-
-@dataclass
-class Runtime:
-    """What the views share: settings and the database engine (opened on first use)."""
-
-    settings: Settings
-    _engine: Engine | None = field(default=None, repr=False)
-
-    @property
-    def engine(self) -> Engine:
-        """The engine, with the SQLite schema created on first use."""
-        if self._engine is None:
-            # Two first requests at once would otherwise open two engines and leak one.
-            with _ENGINE_LOCK:
-                if self._engine is None:
-                    engine = db.make_engine(self.settings.database_url)
-                    db.ensure_schema(engine)
-                    self._engine = engine
-        return self._engine
-
-
-def runtime() -> Runtime:
-    """The runtime of the current app."""
-    return current_app.extensions["playbook"]
-
-
-def error(status: int, message: str, **extra: Any) -> tuple[Any, int]:
-    """A JSON error response: every body has a status, errors a message."""
-    return jsonify(status="error", message=message, **extra), status
 
 
 class _ParsedJSON(DefaultJSONProvider):
@@ -82,6 +50,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     """Build the app; ``engine`` lets tests and the embedded server share one engine."""
     from importlib.metadata import version
 
+    # The blueprints load here, not at the top: `from webhooks import gunicorn_conf` must set
+    # PROMETHEUS_MULTIPROC_DIR before anything imports prometheus_client (metrics does).
     from webhooks import api, github, health, jira, mcp_http, metrics, problems, ui
     from webhooks.intake import Refused, database_down
 

@@ -7,7 +7,6 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 
 from webhooks import signatures
-from webhooks.app import error, runtime
 from webhooks.intake import (
     Envelope,
     decode,
@@ -18,6 +17,7 @@ from webhooks.intake import (
     require_json,
     store,
 )
+from webhooks.runtime import error, runtime
 
 blueprint = Blueprint("github", __name__)
 

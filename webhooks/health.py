@@ -10,7 +10,7 @@ from flask import Blueprint, jsonify
 from bot.metrics import package_version
 from playbook import db
 from playbook.deliveries import heartbeats, inbox
-from webhooks.app import error, runtime
+from webhooks.runtime import error, runtime
 
 blueprint = Blueprint("health", __name__)
 

@@ -17,7 +17,7 @@ from bot.logs import delivery_context
 from playbook import db
 from playbook.deliveries import inbox
 from playbook.errors import DatabaseUnavailable
-from webhooks.app import error, runtime
+from webhooks.runtime import error, runtime
 
 log = logging.getLogger(__name__)
 

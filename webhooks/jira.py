@@ -8,7 +8,6 @@ from typing import Any
 from flask import Blueprint, request
 
 from webhooks import signatures
-from webhooks.app import error, runtime
 from webhooks.intake import (
     Envelope,
     decode,
@@ -18,6 +17,7 @@ from webhooks.intake import (
     require_json,
     store,
 )
+from webhooks.runtime import error, runtime
 
 blueprint = Blueprint("jira", __name__)
 

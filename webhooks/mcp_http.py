@@ -12,7 +12,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, request
 
 from bot import callers
-from webhooks.app import Runtime, error, runtime
+from webhooks.runtime import Runtime, error, runtime
 
 blueprint = Blueprint("mcp_http", __name__)
 

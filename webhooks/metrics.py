@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from bot import metrics
 from bot.callers import same
-from webhooks.app import error, runtime
+from webhooks.runtime import error, runtime
 
 blueprint = Blueprint("metrics", __name__)
 

@@ -8,12 +8,11 @@ from flask import Blueprint, Flask, Response, redirect, render_template, request
 from flask_wtf.csrf import CSRFError
 
 from bot.config import Settings
+from webhooks.runtime import runtime
 from webhooks.ui import access, present
 
 
 def _settings() -> Settings:
-    from webhooks.app import runtime
-
     return runtime().settings
 
 

@@ -16,7 +16,7 @@ from playbook.deliveries import inbox, side_effects
 from playbook.errors import PlaybookError
 from playbook.lessons import ids
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
-from webhooks.app import runtime
+from webhooks.runtime import runtime
 from webhooks.ui import access
 
 PAGE_SIZE = 30

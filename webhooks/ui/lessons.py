@@ -12,7 +12,7 @@ from playbook import agents, db
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import browse, fields, lifecycle
 from playbook.models import STATUSES
-from webhooks.app import runtime
+from webhooks.runtime import runtime
 from webhooks.ui import access
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from webhooks.app import runtime
+from webhooks.runtime import runtime
 from webhooks.ui import access
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import render_template
 
 from playbook import activity, agents, db
-from webhooks.app import runtime
+from webhooks.runtime import runtime
 from webhooks.ui import access, charts
 
 WEEKS = 12
