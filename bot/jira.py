@@ -1,17 +1,20 @@
-"""The Jira client: Cloud (email + API token) or Data Center (personal access token)."""
+"""The Jira client: Cloud (email + API token) or Data Center (personal access token).
+
+Jira is called through the `jira` library's public API; the few calls it has no public
+method for go through bot/jira_rest.py, never through the library's private attributes.
+"""
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from jira import JIRA
-from jira.exceptions import JIRAError
 
 from bot.config import Settings
 from bot.github import NotConfigured
+from bot.jira_rest import JiraRest
 
 # The comment property the bot marks its own comments with (Jira wiki markup has no hidden
 # comment syntax, but every comment can carry properties, set in the same POST).
@@ -49,6 +52,7 @@ class JiraClient:
         self.settings = settings
         self._lock = threading.Lock()
         self._client: JIRA | None = None
+        self._rest: JiraRest | None = None
         self._myself: JiraAuthor | None = None
 
     def missing(self) -> str | None:
@@ -95,35 +99,42 @@ class JiraClient:
             self._myself = author_of(self.client().myself())
         return self._myself
 
+    def rest(self) -> JiraRest:
+        """The adapter for the REST calls the library has no public method for."""
+        missing = self.missing()
+        if missing is not None:
+            raise NotConfigured(f"Jira is not configured: set {missing}")
+        with self._lock:
+            if self._rest is None:
+                settings = self.settings
+                self._rest = JiraRest(
+                    settings.jira_url or "",
+                    timeout=settings.http_timeout_seconds,
+                    pat=settings.jira_pat,
+                    basic=None
+                    if settings.jira_pat
+                    else (settings.jira_email or "", settings.jira_api_token or ""),
+                )
+            return self._rest
+
     def comments(self, key: str) -> list[dict[str, Any]]:
         """Every comment on an issue, in Jira's REST shape, page by page."""
         client = self.client()
         found: list[dict[str, Any]] = []
         while True:
-            page = client._get_json(
-                f"issue/{key}/comment", params={"startAt": len(found), "maxResults": 100}
-            )
-            items = page.get("comments") or []
-            found.extend(items)
-            if not items or len(found) >= int(page.get("total") or 0):
+            # Until an empty page: a server may cap a page below what was asked for.
+            page = client.comments(key, start_at=len(found), max_results=100)
+            if not page:
                 return found
+            found.extend(comment.raw for comment in page)
 
     def comment(self, key: str, comment_id: str) -> dict[str, Any]:
         """One comment as Jira has it (author and body from Jira itself, not a payload)."""
-        return self.client()._get_json(f"issue/{key}/comment/{comment_id}")
+        return self.client().comment(key, comment_id).raw
 
     def marker_of(self, comment_id: str) -> str | None:
         """The bot's marker stored on a comment, or None."""
-        client = self.client()
-        try:
-            response = client._session.get(
-                client._get_url(f"comment/{comment_id}/properties/{PROPERTY}")
-            )
-        except JIRAError as error:
-            if error.status_code == 404:
-                return None  # a comment without our property
-            raise
-        value = json.loads(response.text or "{}").get("value") or {}
+        value = self.rest().comment_property(comment_id, PROPERTY)
         marker = value.get("marker") if isinstance(value, dict) else None
         return marker if isinstance(marker, str) else None
 
@@ -133,24 +144,16 @@ class JiraClient:
         The property travels in the same POST (as the jira library does for service-desk
         visibility), so a comment never exists without its marker.
         """
-        client = self.client()
-        data = {"body": body, "properties": [{"key": PROPERTY, "value": {"marker": marker}}]}
-        response = client._session.post(
-            client._get_url(f"issue/{key}/comment"), data=json.dumps(data)
-        )
-        return str(json.loads(response.text)["id"])
+        return self.rest().add_comment(key, body, {PROPERTY: {"marker": marker}})
 
     def has_permission(self, project: str, author: JiraAuthor, permission: str) -> bool:
         """Whether ``author`` holds a project permission (Jira's "find users with permissions").
 
         Needs the bot account to see users of the project (Administer Projects there).
         """
-        params: dict[str, str] = {"permissions": permission, "projectKey": project}
-        if author.account_id:
-            params["accountId"] = author.account_id
-        elif author.name:
-            params["username"] = author.name
-        else:
+        if not (author.account_id or author.name):
             return False
-        users = self.client()._get_json("user/permission/search", params=params)
-        return any(author_of(user).ids & author.ids for user in users if isinstance(user, dict))
+        users = self.rest().users_with_permission(
+            project, permission, account_id=author.account_id, username=author.name
+        )
+        return any(author_of(user).ids & author.ids for user in users)
