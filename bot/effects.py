@@ -209,15 +209,15 @@ class LiveEffects:
             login = None
 
         def mine(comment: Any) -> bool:
-            # The JSON GitHub returned; reading attributes could make PyGithub fetch each one.
-            raw = getattr(comment, "_rawData", None) or {}
-            via = raw.get("performed_via_github_app") or {}
-            user = raw.get("user") or {}
-            if app_id and via.get("id") == app_id:
+            # Public attributes, all in the listing's JSON (GitHub sends
+            # performed_via_github_app on every issue comment, null when no App made it).
+            via = comment.performed_via_github_app
+            if app_id and via is not None and via.id == app_id:
                 return True
+            user = comment.user
             if login is not None:
-                return user.get("login") == login
-            return bool(app_id) and user.get("type") == "Bot"
+                return user is not None and user.login == login
+            return bool(app_id) and user is not None and user.type == "Bot"
 
         return mine
 

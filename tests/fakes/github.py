@@ -120,6 +120,7 @@ class FakeGitHub(FakeServer):
             "id": comment_id,
             "body": body,
             "user": {"login": user, "type": "User"},
+            "performed_via_github_app": None,
             "created_at": _iso(datetime.now(UTC)),
             "updated_at": _iso(datetime.now(UTC)),
             "_issue": (full_name, number),
@@ -142,6 +143,12 @@ class FakeGitHub(FakeServer):
             installation = self.tokens.get(credential)
             return installation is not None and installation in self.installations
         return False
+
+    def _via_app(self) -> dict[str, Any] | None:
+        _, _, credential = request.headers.get("Authorization", "").partition(" ")
+        if self.app_id is None or credential.strip() not in self.tokens:
+            return None
+        return {"id": self.app_id, "slug": "playbook-bot", "name": "playbook-bot"}
 
     def _app_jwt_valid(self) -> bool:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
@@ -222,6 +229,8 @@ class FakeGitHub(FakeServer):
                 "id": comment_id,
                 "body": body,
                 "user": {"login": "playbook-bot[bot]", "type": "Bot"},
+                # As GitHub says it: the App when an installation token posted, else null.
+                "performed_via_github_app": self._via_app(),
                 "url": f"{self.url}/repos/{full_name}/issues/comments/{comment_id}",
                 "html_url": f"https://github.com/{full_name}/issues/{number}#issuecomment-{comment_id}",
                 "issue_url": f"{self.url}/repos/{full_name}/issues/{number}",
