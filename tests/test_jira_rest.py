@@ -18,6 +18,7 @@ from packaging.requirements import Requirement
 
 from bot.config import Settings
 from bot.jira import PROPERTY, JiraAuthor, JiraClient
+
 from fakes.jira import FakeJira
 
 ROOT = Path(__file__).resolve().parent.parent
