@@ -154,7 +154,7 @@ def tags(row: dict[str, Any]) -> list[str]:
 
 
 def lesson(row: dict[str, Any], source: str) -> dict[str, Any]:
-    """The issue as the lesson learned from it, in the shape ``lifecycle.put`` takes."""
+    """The issue as the lesson learned from it, in the shape ``bulk.put`` takes."""
     return {
         "id": row["key"],
         "text": lesson_text(row),

@@ -39,7 +39,7 @@ import datasets  # noqa: E402
 from datasets import duplicate_pairs, lesson, lesson_text, ticket  # noqa: E402
 
 from playbook import clock, db  # noqa: E402
-from playbook.lessons import lifecycle  # noqa: E402
+from playbook.lessons import bulk  # noqa: E402
 from playbook.search.retrieval import Retriever  # noqa: E402
 from playbook.search.text import DESCRIPTION_CHARS  # noqa: E402
 
@@ -95,7 +95,7 @@ def ours(rows: list[dict[str, Any]], pairs: list[tuple[int, int]]) -> dict[str, 
                     )
                     found = [hit.bullet_id for hit in result.hits]
                     runs[name].append(found.index(target) + 1 if target in found else None)
-            lifecycle.put(session, lesson(row, "dup_recall"), actor="dup_recall")
+            bulk.put(session, lesson(row, "dup_recall"), actor="dup_recall")
         session.close()
     return runs
 

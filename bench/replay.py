@@ -40,7 +40,7 @@ from datasets import duplicate_pairs, lesson, ticket  # noqa: E402
 from dup_recall import score, scratch_playbook  # noqa: E402
 
 from playbook import clock, db  # noqa: E402
-from playbook.lessons import lifecycle  # noqa: E402
+from playbook.lessons import bulk  # noqa: E402
 from playbook.outcomes import tracking, usage  # noqa: E402
 from playbook.search.retrieval import Retriever  # noqa: E402
 
@@ -135,7 +135,7 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
                             pr_key=pr_key(row),
                         )
                         cites += 1
-                lifecycle.put(session, lesson(row, "replay"), actor=ACTOR)
+                bulk.put(session, lesson(row, "replay"), actor=ACTOR)
         took = time.perf_counter() - started
     recall, mrr = score(ranks)
     return {

@@ -69,6 +69,7 @@ from playbook.models import Bullet, PlaybookMeta  # noqa: E402
 from playbook.search.index import BM25Index  # noqa: E402
 from playbook.search.retrieval import Retriever  # noqa: E402
 from playbook.search.text import Ticket, bullet_tokens, query_tokens  # noqa: E402
+from playbook.version import bump_version  # noqa: E402
 
 try:
     import bm25s
@@ -262,7 +263,7 @@ def fill(engine: Engine, made: list[tuple[str, list]], rng: random.Random) -> fl
     started = time.perf_counter()
     now = clock.now()
     with db.transaction(engine) as session:
-        first = lifecycle.bump_version(session)
+        first = bump_version(session)
     for start in range(0, len(made), 5000):
         rows = []
         for n, (body, labels) in enumerate(made[start : start + 5000], start + 1):

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from playbook import upkeep
 from playbook.errors import BulletNotFound, PlaybookError
-from playbook.lessons import fields, lifecycle
+from playbook.lessons import checks, fields, lifecycle
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.outcomes import usage
 from playbook.scopes import View
@@ -434,7 +434,7 @@ def list_lessons(
     """Lessons in id order, filtered; keyset pages, so a page never repeats or skips a row."""
     query = select(Bullet).order_by(Bullet.id).limit(min(max(limit, 1), MAX_PAGE_SIZE) + 1)
     if status is not None:
-        query = query.where(Bullet.status == lifecycle.check_status(status))
+        query = query.where(Bullet.status == checks.check_status(status))
     if scope is not None:
         query = query.where(Bullet.scope == fields.text(scope, "scope", fields.SCOPE_CHARS))
     query = query.where(caller.view.lessons())

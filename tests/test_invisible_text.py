@@ -20,11 +20,12 @@ from bot.config import Settings
 from bot.mcp_server import build_server, local_caller
 from bot.render import lessons_comment
 from playbook.db import transaction
-from playbook.lessons import characters, lifecycle
+from playbook.lessons import bulk, characters, lifecycle
 from playbook.lessons.capture import commands_in, lessons_in
 from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet
 from playbook.search.retrieval import Hit
+from playbook.version import playbook_version
 from webhooks import create_app
 
 from loop_harness import REPO, Loop
@@ -124,7 +125,7 @@ def test_add_edit_import_and_revert_store_visible_text(engine: Engine) -> None:
         assert (added.text, added.learned_from) == (TRICK_CLEAN, "CTMS-1")
         lifecycle.edit(session, added.id, actor="t", text=f"{RLO}{HEBREW}")
         assert added.text == HEBREW
-        [put] = lifecycle.put_many(
+        [put] = bulk.put_many(
             session, [{"id": "team-7", "text": f"{ARABIC}{LRO}", "tags": [f"x{ZWSP}y"]}], actor="t"
         )
         assert put.values["text"] == ARABIC and put.values["tags"] == ["xy"]
@@ -338,7 +339,7 @@ def test_the_migration_makes_rows_stored_before_the_rule_visible(engine: Engine)
             .where(Bullet.id == dirty.bullet.id)
             .values(text=TRICK, learned_from=f"A-2{RLO}", tags=[f"x{ZWSP}", "x"])
         )
-        before = lifecycle.playbook_version(session)
+        before = playbook_version(session)
     command.downgrade(db.alembic_config(engine), "0007")
     try:
         db.upgrade(engine)

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, delete, func, select, update
 from playbook import clock
 from playbook.db import transaction
 from playbook.errors import InvalidInput
-from playbook.lessons import lifecycle
+from playbook.lessons import bulk, checks, lifecycle
 from playbook.models import Base, Bullet, PlaybookMeta, Revision, UsageEvent
 from playbook.outcomes import usage
 from playbook.transfer import io
@@ -142,7 +142,7 @@ def test_yaml_export_is_in_the_teams_shape(engine: Engine) -> None:
 def test_export_orders_numbered_ids_by_number_then_the_others(engine: Engine) -> None:
     with transaction(engine) as session:
         for bullet_id in ("pb-10", "zeta", "pb-2", "CTMS-L-1"):
-            lifecycle.put(
+            bulk.put(
                 session,
                 {"id": bullet_id, "text": f"lesson {bullet_id}", "learned_from": "A-1"},
                 actor="t",
@@ -582,7 +582,7 @@ def test_cli_refuses_a_bad_file_whole(cli, tmp_path: Path) -> None:
     problems = result.stderr.splitlines()
     assert problems[:3] == [
         f"{bad}: line 5: text: is missing; a bullet needs some text",
-        f"{bad}: line 7: learned_from: " + lifecycle.LEARNED_FROM_MISSING,
+        f"{bad}: line 7: learned_from: " + checks.LEARNED_FROM_MISSING,
         f"{bad}: line 12: status: 'bogus' is not one of proposed, active, deprecated, archived",
     ]
     assert problems[-1] == (f"error: 6 problems in {bad} (the first 5 above); nothing was imported")
@@ -593,8 +593,7 @@ def test_cli_refuses_a_bad_file_whole(cli, tmp_path: Path) -> None:
     single = cli("import", str(one))
     assert single.exit_code == 2
     assert single.stderr == (
-        f"error: {one}: line 3: learned_from: {lifecycle.LEARNED_FROM_MISSING}; "
-        "nothing was imported\n"
+        f"error: {one}: line 3: learned_from: {checks.LEARNED_FROM_MISSING}; nothing was imported\n"
     )
 
 

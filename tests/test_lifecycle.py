@@ -11,9 +11,10 @@ from sqlalchemy import Engine, func, select
 from playbook import clock
 from playbook.db import transaction
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
-from playbook.lessons import fields, lifecycle
+from playbook.lessons import bulk, fields, lifecycle
 from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, Revision
+from playbook.version import playbook_version
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 
@@ -233,15 +234,15 @@ def test_as_of_answers_what_the_playbook_said_then(engine: Engine) -> None:
 
 def test_every_change_bumps_the_playbook_version(engine: Engine) -> None:
     with transaction(engine) as session:
-        start = lifecycle.playbook_version(session)
+        start = playbook_version(session)
     add(engine, "A lesson")
     with transaction(engine) as session:
         lifecycle.deprecate(session, "pb-1", reason="x", actor="x")
-        assert lifecycle.playbook_version(session) == start + 2
+        assert playbook_version(session) == start + 2
         # The bullet carries the version of its last change, so caches refresh just it.
         assert lifecycle.get(session, "pb-1").version == start + 2
         assert not lifecycle.deprecate(session, "pb-1", reason="x", actor="x").changed
-        assert lifecycle.playbook_version(session) == start + 2
+        assert playbook_version(session) == start + 2
 
 
 def test_nothing_is_ever_deleted(engine: Engine) -> None:
@@ -260,7 +261,7 @@ def stored(engine: Engine) -> tuple[int, int, int]:
         return (
             session.scalar(select(func.count()).select_from(Bullet)),
             session.scalar(select(func.count()).select_from(Revision)),
-            lifecycle.playbook_version(session),
+            playbook_version(session),
         )
 
 
@@ -343,7 +344,7 @@ def test_edit_checks_the_new_values_and_changes_nothing_when_one_is_bad(engine: 
 def test_put_refuses_values_that_do_not_fit(engine: Engine, values: dict, message: str) -> None:
     before = stored(engine)
     with transaction(engine) as session, pytest.raises(FieldProblem, match=re.escape(message)):
-        lifecycle.put(session, values, actor="import")
+        bulk.put(session, values, actor="import")
     assert stored(engine) == before
 
 
@@ -357,7 +358,7 @@ def test_put_many_writes_a_batch_with_one_revision_per_change(engine: Engine) ->
     ]
     with transaction(engine) as session:
         held = lifecycle.get(session, "pb-1")  # an object the session already holds
-        done = lifecycle.put_many(session, batch, actor="import", numbers_above=9)
+        done = bulk.put_many(session, batch, actor="import", numbers_above=9)
         assert [(p.id, p.outcome) for p in done] == [
             ("pb-1", "updated"),
             ("CTMS-L-1", "created"),
@@ -371,14 +372,14 @@ def test_put_many_writes_a_batch_with_one_revision_per_change(engine: Engine) ->
         )
     assert stored(engine)[:2] == (5, 1 + 4 + 1)
     with transaction(engine) as session:
-        again = lifecycle.put_many(session, batch[:2] + batch[3:], actor="import")
+        again = bulk.put_many(session, batch[:2] + batch[3:], actor="import")
     assert [p.outcome for p in again] == ["unchanged"] * 3
     assert stored(engine)[:2] == (5, 6)
     bad = [*batch[:2], {"id": "pb-3", "text": "x", "learned_from": "A", "status": "gone"}]
     with transaction(engine) as session, pytest.raises(FieldProblem, match="status"):
-        lifecycle.put_many(session, bad, actor="import")
+        bulk.put_many(session, bad, actor="import")
     with transaction(engine) as session, pytest.raises(FieldProblem, match="given twice"):
-        lifecycle.put_many(session, [batch[1], batch[1]], actor="import")
+        bulk.put_many(session, [batch[1], batch[1]], actor="import")
     assert stored(engine)[:2] == (5, 6)
 
 

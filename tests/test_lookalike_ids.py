@@ -19,7 +19,7 @@ from bot.mcp_server import build_server, local_caller
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.errors import InvalidInput
-from playbook.lessons import ids, lifecycle
+from playbook.lessons import checks, ids, lifecycle
 from playbook.lessons.capture import commands_in
 from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, UsageEvent
@@ -79,7 +79,7 @@ def test_an_id_with_any_other_digit_is_never_an_id(digit: str, ascii_digits: str
         assert ids.canonical_number(text) is None
         assert ids.number(text.removeprefix("pb-")) is None
         with pytest.raises(FieldProblem) as refused:
-            lifecycle.check_fields({"id": text})
+            checks.check_fields({"id": text})
         assert refused.value.field == "id"
 
 

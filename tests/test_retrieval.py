@@ -19,13 +19,14 @@ from sqlalchemy import Engine, delete, func, select, update
 from playbook import clock
 from playbook.db import transaction
 from playbook.errors import InvalidInput
-from playbook.lessons import lifecycle
+from playbook.lessons import bulk, lifecycle
 from playbook.models import Bullet, UsageEvent
 from playbook.outcomes import usage
 from playbook.search import ranking
 from playbook.search.index import BM25Index
 from playbook.search.retrieval import Retriever
 from playbook.search.text import Ticket, tokenize
+from playbook.version import playbook_version
 
 # 600 real Apache Jira bug reports (key, summary, description[:500]; Apache License 2.0, from
 # issues.apache.org via the SPEAR-SE study): real vocabulary, stack traces and long tails,
@@ -222,9 +223,7 @@ def seed(engine: Engine, *lessons: tuple[str, str]) -> None:
     with transaction(engine) as session:
         if not session.scalar(select(func.count()).select_from(Bullet)):
             for n, text in enumerate(FILLER):  # own ids and scope: they never show up
-                lifecycle.put(
-                    session, {"id": f"filler-{n}", "text": text, "scope": "FILL"}, actor="t"
-                )
+                bulk.put(session, {"id": f"filler-{n}", "text": text, "scope": "FILL"}, actor="t")
         for text, scope in lessons:
             lifecycle.add(session, text, learned_from="T-1", actor="t", scope=scope)
 
@@ -453,7 +452,7 @@ def test_feedback_top_k_equals_ranking_every_match(engine: Engine) -> None:
         with clock.frozen(now - timedelta(days=rng.uniform(0, 1200))), transaction(engine) as s:
             filler = " ".join(_word(i, j) for j in range(rng.randint(1, 12)))
             lesson = {"id": bullet_id, "text": f"webhook retries {filler}", "scope": "CTMS"}
-            lifecycle.put(s, lesson, actor="t")
+            bulk.put(s, lesson, actor="t")
     for bullet_id in rng.sample(ids, 60):
         with clock.frozen(now - timedelta(days=rng.uniform(0, 30))), transaction(engine) as s:
             outcome = rng.choice([True, False, None])
@@ -477,13 +476,11 @@ def test_feedback_finds_an_old_lesson_a_recent_cite_refreshed(engine: Engine) ->
     # agent cites it (outcome unknown): that cite makes it fresh again, and first.
     now = datetime(2026, 11, 22, tzinfo=UTC)
     with clock.frozen(now - timedelta(days=3000)), transaction(engine) as session:
-        lifecycle.put(session, {"id": "old", "text": f"webhook retries {_word(0, 0)}"}, actor="t")
+        bulk.put(session, {"id": "old", "text": f"webhook retries {_word(0, 0)}"}, actor="t")
     with clock.frozen(now), transaction(engine) as session:
         for i in range(1, 41):
             filler = " ".join(_word(i, j) for j in range(i + 1))
-            lifecycle.put(
-                session, {"id": f"new-{i}", "text": f"webhook retries {filler}"}, actor="t"
-            )
+            bulk.put(session, {"id": f"new-{i}", "text": f"webhook retries {filler}"}, actor="t")
     with clock.frozen(now):
         retriever = Retriever()
         assert "old" not in [h.bullet_id for h in search(engine, retriever, "webhook retries").hits]
@@ -501,10 +498,10 @@ def test_a_cold_start_loads_the_snapshot_and_reads_only_what_changed_since(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from playbook.models import IndexSnapshot
-    from playbook.search import retrieval
+    from playbook.search import sync
 
-    monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
-    monkeypatch.setattr(retrieval, "SNAPSHOT_EVERY", 5)
+    monkeypatch.setattr(sync, "SNAPSHOT_MIN_LESSONS", 1)
+    monkeypatch.setattr(sync, "SNAPSHOT_EVERY", 5)
     seed(engine, *LESSONS)
     first = Retriever()
     before = _ids(engine, first, "payment webhook retries")
@@ -535,10 +532,10 @@ def test_a_snapshot_that_cannot_be_read_or_of_another_tokenizer_is_not_used(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from playbook.models import IndexSnapshot
-    from playbook.search import retrieval
+    from playbook.search import sync
 
-    monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
-    monkeypatch.setattr(retrieval, "SNAPSHOT_EVERY", 1)
+    monkeypatch.setattr(sync, "SNAPSHOT_MIN_LESSONS", 1)
+    monkeypatch.setattr(sync, "SNAPSHOT_EVERY", 1)
     seed(engine, *LESSONS)
     expected = _ids(engine, Retriever(), "payment webhook retries")
     with transaction(engine) as session:
@@ -558,10 +555,10 @@ def test_an_import_saves_a_snapshot_the_next_process_starts_from(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from playbook.models import IndexSnapshot
-    from playbook.search import retrieval
+    from playbook.search import sync
     from playbook.transfer import io
 
-    monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 3)
+    monkeypatch.setattr(sync, "SNAPSHOT_MIN_LESSONS", 3)
     path = tmp_path / "lessons.jsonl"
     texts = [
         "Retry payment webhooks with an idempotency key",
@@ -584,9 +581,9 @@ def test_an_add_saves_a_snapshot_that_still_reads_its_own_lesson(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from playbook.models import IndexSnapshot
-    from playbook.search import retrieval
+    from playbook.search import retrieval, sync
 
-    monkeypatch.setattr(retrieval, "SNAPSHOT_MIN_LESSONS", 1)
+    monkeypatch.setattr(sync, "SNAPSHOT_MIN_LESSONS", 1)
     seed(engine, *LESSONS)
     with transaction(engine) as session:  # as if the playbook predates snapshots
         session.execute(delete(IndexSnapshot))
@@ -599,7 +596,7 @@ def test_an_add_saves_a_snapshot_that_still_reads_its_own_lesson(
             actor="t",
             scope="CTMS",
         )
-        version = lifecycle.playbook_version(session)
+        version = playbook_version(session)
     with transaction(engine) as session:
         # Labelled below the add's version: the add's lesson was not stamped when it was taken.
         assert session.scalars(select(IndexSnapshot.version)).all() == [version - 1]

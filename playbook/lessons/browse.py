@@ -14,7 +14,8 @@ from playbook import upkeep
 from playbook.lessons import fields, ids
 from playbook.models import STATUSES, Bullet, Revision, UsageEvent
 from playbook.search import ranking
-from playbook.search.retrieval import PROPOSED, Retriever
+from playbook.search.retrieval import Retriever
+from playbook.search.sync import PROPOSED
 from playbook.search.text import Ticket
 
 SORTS = ("score", "loads", "cites", "confidence", "last_used", "newest")

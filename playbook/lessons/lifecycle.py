@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import characters, fields
-from playbook.lessons.fields import FieldProblem
-from playbook.lessons.ids import canonical_number, sort_key
-from playbook.models import STATUSES, Bullet, PlaybookMeta, Revision
+from playbook.lessons.checks import check_fields, check_status
+from playbook.lessons.ids import sort_key
+from playbook.models import Bullet, Revision
 from playbook.outcomes.usage import COUNTER_FIELDS
+from playbook.search.retrieval import Retriever
 from playbook.search.text import bullet_tokens, plain_words
+from playbook.version import bump_version
 
 # The fields a revision records; counters are derived from usage events, not revised.
 SNAPSHOT_FIELDS = (
@@ -35,17 +37,6 @@ SNAPSHOT_FIELDS = (
 # What a reader of a bullet sees (CLI --json, the agent API): its fields and its counters.
 PUBLIC_FIELDS = ("id", *SNAPSHOT_FIELDS, "created_at", "updated_at", *COUNTER_FIELDS)
 EDITABLE_FIELDS = ("text", "section", "tags", "scope", "learned_from", "source", "source_url")
-TIME_FIELDS = ("demoted_on", "created_at", "updated_at")
-# Free-text fields besides the lesson and its provenance, with their column sizes; None or ""
-# clears the optional ones.
-_OPTIONAL_TEXT = {
-    "source": fields.SOURCE_CHARS,
-    "source_url": fields.SOURCE_URL_CHARS,
-    "demoted_reason": fields.REASON_CHARS,
-}
-_REQUIRED_TEXT = {"section": fields.SECTION_CHARS, "scope": fields.SCOPE_CHARS}
-LEARNED_FROM_MISSING = "is missing; name the ticket the lesson was learned from, e.g. CTMS-4337"
-_LEARNED_FROM_EMPTY = "is empty; name the ticket the lesson was learned from, e.g. CTMS-4337"
 DUPLICATE_OVERLAP = 0.8
 
 
@@ -99,19 +90,6 @@ def get(session: Session, bullet_id: str) -> Bullet:
     return bullet
 
 
-def normalize_tags(tags: Iterable[str] | str | None) -> list[str]:
-    """Split comma-separated tags, strip them and drop empties and repeats, keeping order."""
-    if tags is None:
-        return []
-    items = tags.split(",") if isinstance(tags, str) else list(tags)
-    seen: dict[str, None] = {}
-    for tag in items:
-        cleaned = str(tag).strip()
-        if cleaned:
-            seen.setdefault(cleaned, None)
-    return list(seen)
-
-
 def word_overlap(a: str, b: str) -> float:
     """Share of words two texts have in common, relative to the larger word set."""
     words_a, words_b = overlap_words(a), overlap_words(b)
@@ -132,8 +110,6 @@ def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet
     is applied to those: a near-duplicate shares most of its words with ``text``, so it
     ranks near the top, and an add costs the same at 100 lessons as at 100,000.
     """
-    from playbook.search.retrieval import Retriever  # retrieval builds on this module
-
     live = select(Bullet.id, Bullet.text, Bullet.scope, Bullet.status)
     if bullet_tokens(text):
         # By primary key alone: given the scope too, SQLite plans on the scope index and reads
@@ -157,122 +133,6 @@ def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet
     if best is None:
         return None
     return get(session, best[0]), best[1]
-
-
-def bump_version(session: Session) -> int:
-    """Increase the playbook version that other processes compare to refresh their caches.
-
-    The UPDATE also takes a row lock on PostgreSQL, which queues concurrent bullet
-    writers; that is what makes `pb-<n>` allocation in `add` race-free.
-    """
-    session.execute(
-        update(PlaybookMeta)
-        .where(PlaybookMeta.key == "version")
-        .values(value=PlaybookMeta.value + 1)
-    )
-    return playbook_version(session)
-
-
-def playbook_version(session: Session) -> int:
-    """The current playbook version (0 for a new playbook)."""
-    return session.scalar(_VERSION) or 0
-
-
-# Built once: every search asks, and building the statement costs more than running it.
-_VERSION = select(PlaybookMeta.value).where(PlaybookMeta.key == "version")
-
-
-def check_tags(value: object) -> list[str]:
-    """Tags from a list or comma-separated text, normalised; FieldProblem when they cannot be."""
-    if isinstance(value, str):
-        items: list[str] = value.split(",")
-    elif isinstance(value, list | tuple):
-        items = []
-        for item in value:
-            if not isinstance(item, str):
-                raise FieldProblem("tags", f"each tag must be text, not {fields.describe(item)}")
-            items.append(item)
-    else:
-        raise FieldProblem(
-            "tags", f"must be a list or comma-separated text, not {fields.describe(value)}"
-        )
-    # Made visible before the repeats are dropped: "x" and "x" with a zero-width space are one.
-    tags = normalize_tags(fields.text(item, "tags", len(item)) for item in items)
-    if len(tags) > fields.MAX_TAGS:
-        raise FieldProblem("tags", f"has {len(tags)} tags, over the {fields.MAX_TAGS} allowed")
-    for tag in tags:
-        fields.text(tag, "tags", fields.TAG_CHARS)
-    return tags
-
-
-def check_status(value: object, allowed: Sequence[str] = STATUSES) -> str:
-    """``value`` if it is one of ``allowed``; else FieldProblem naming the choices."""
-    if not isinstance(value, str) or value.strip() not in allowed:
-        shown = repr(value) if isinstance(value, str) else fields.describe(value)
-        raise FieldProblem("status", f"{shown} is not one of {', '.join(allowed)}")
-    return value.strip()
-
-
-def check_fields(
-    values: Mapping[str, Any], *, max_chars: int = fields.MAX_LESSON_CHARS
-) -> dict[str, Any]:
-    """A bullet's fields checked and normalised; FieldProblem names the first that does not fit.
-
-    Every write of a bullet comes through here (add, edit, import), whichever door it came in
-    by, so a bad value is refused with its field named before anything is written.
-    ``max_chars`` is the longest lesson text (PLAYBOOK_MAX_LESSON_CHARS where settings apply).
-    """
-    cleaned: dict[str, Any] = {}
-    for key, value in values.items():
-        if key == "id":
-            cleaned[key] = fields.bullet_id(value)
-        elif key == "text":
-            cleaned[key] = fields.text(
-                value,
-                "text",
-                max_chars,
-                required=True,
-                empty="is empty; a bullet needs some text",
-                limit_hint=" (PLAYBOOK_MAX_LESSON_CHARS); shorten it or split it in two",
-            )
-        elif key == "learned_from":
-            if value is None:
-                raise FieldProblem(key, LEARNED_FROM_MISSING)
-            cleaned[key] = fields.text(
-                value, key, fields.TICKET_KEY_CHARS, required=True, empty=_LEARNED_FROM_EMPTY
-            )
-        elif key in _REQUIRED_TEXT:
-            cleaned[key] = fields.text(value, key, _REQUIRED_TEXT[key], required=True)
-        elif key in _OPTIONAL_TEXT:
-            kept = None if value is None else fields.text(value, key, _OPTIONAL_TEXT[key])
-            cleaned[key] = kept or None
-        elif key == "tags":
-            cleaned[key] = check_tags(value)
-        elif key == "status":
-            cleaned[key] = check_status(value)
-        elif key in TIME_FIELDS:
-            cleaned[key] = (
-                None if value is None and key == "demoted_on" else _check_time(key, value)
-            )
-        else:
-            raise FieldProblem(key, "is not a field of a bullet")
-    return cleaned
-
-
-def _check_time(field: str, value: object) -> datetime:
-    if isinstance(value, datetime):
-        return clock.to_utc(value)
-    if isinstance(value, date):
-        # YAML reads an unquoted 2026-11-02 as a date: midnight UTC of that day.
-        value = value.isoformat()
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise FieldProblem(
-            field, f"must be a date such as 2026-11-02, not {fields.describe(value)}"
-        )
-    try:
-        return clock.parse_time(value)
-    except (ValueError, TypeError, OverflowError, OSError):
-        raise FieldProblem(field, f"{value!r} is not a date such as 2026-11-02") from None
 
 
 def _record(
@@ -363,220 +223,6 @@ def add(
     session.flush()
     _record(session, bullet, "create", actor, reason, None)
     return AddResult(bullet=bullet, created=True)
-
-
-def put(
-    session: Session,
-    values: Mapping[str, Any],
-    *,
-    actor: str,
-    reason: str | None = None,
-    max_chars: int = fields.MAX_LESSON_CHARS,
-) -> Change:
-    """Create or update a bullet with a given id from imported values (idempotent).
-
-    Importing the same values again records nothing, so importing a file twice
-    leaves the playbook and its history as they were.
-    """
-    if not values.get("id"):
-        raise FieldProblem("id", "is missing; an imported bullet needs an id")
-    done = put_many(session, [values], actor=actor, reason=reason, max_chars=max_chars)[0]
-    bullet = get(session, done.id)
-    if done.outcome == "unchanged":
-        return Change(bullet, None)
-    revision = session.scalars(
-        select(Revision).where(Revision.bullet_id == done.id).order_by(Revision.id.desc())
-    ).first()
-    return Change(bullet, revision)
-
-
-@dataclass(frozen=True)
-class Put:
-    """What `put_many` did with one entry: its id, the outcome, and the values as checked."""
-
-    id: str
-    outcome: str  # created | updated | unchanged
-    values: dict[str, Any]
-
-
-def put_many(
-    session: Session,
-    entries: Sequence[Mapping[str, Any]],
-    *,
-    actor: str,
-    reason: str | None = None,
-    max_chars: int = fields.MAX_LESSON_CHARS,
-    numbers_above: int = 0,
-) -> list[Put]:
-    """Create or update a batch of bullets from imported values, with one revision per change.
-
-    An entry with an ``id`` creates or updates that bullet (the same values again record
-    nothing); one without gets the next free `pb-<n>` (above ``numbers_above`` too, the
-    highest `pb-<n>` the rest of an import names, so a later entry never lands on it).
-    Every entry is checked before anything is written. The playbook version is bumped once,
-    first: on PostgreSQL its row lock queues other writers of bullets, so the existence checks
-    below cannot race another import of the same ids. Rows are written with one multi-row
-    statement per kind (bullets created, bullets changed, revisions): an import of 100k
-    lessons spends its time in the database, not in building ORM objects.
-    """
-    checked = [check_fields(values, max_chars=max_chars) for values in entries]
-    ids: list[str] = []
-    for values in checked:
-        if "text" not in values:
-            raise FieldProblem("text", "is missing; a bullet needs some text")
-        if "id" in values:
-            ids.append(values["id"])
-    if len(set(ids)) != len(ids):
-        twice = next(bullet_id for bullet_id in ids if ids.count(bullet_id) > 1)
-        raise FieldProblem("id", f"{twice} is given twice")
-    version = bump_version(session)
-    existing = _stored(session, ids)
-    taken = _numbers_taken(
-        session, [n for i in ids if i not in existing and (n := canonical_number(i)) is not None]
-    )
-    now = clock.now()
-    created: list[dict[str, Any]] = []
-    changed: list[dict[str, Any]] = []
-    revisions: list[dict[str, Any]] = []
-    done: list[Put] = []
-    next_number: int | None = None
-    for values in checked:
-        if "id" not in values:
-            if next_number is None:
-                named = [n for n in map(canonical_number, ids) if n is not None]
-                highest = session.scalar(select(func.max(Bullet.number))) or 0
-                next_number = max(highest, numbers_above, *named) + 1
-            values["id"] = f"pb-{next_number}"
-            next_number += 1
-        bullet_id = values["id"]
-        old = existing.get(bullet_id)
-        if old is None:
-            row = _new_row(values, version, now)
-            if row["number"] in taken:
-                row["number"] = None  # an older import gave it to another id, `pb-007`
-            created.append(row)
-            revisions.append(_revision_row(bullet_id, actor, reason, now, None, _snapshot(row)))
-            done.append(Put(bullet_id, "created", values))
-            continue
-        before = _snapshot(old)
-        given = {key: values[key] for key in SNAPSHOT_FIELDS if key in values}
-        after = before | _snapshot(given)
-        created_at = values.get("created_at")
-        moved = created_at is not None and created_at != clock.to_utc(old["created_at"])
-        if after == before and not moved:
-            done.append(Put(bullet_id, "unchanged", values))
-            continue
-        update_row = {"id": bullet_id, **given, "updated_at": now, "version": version}
-        if moved:
-            update_row["created_at"] = created_at
-        changed.append(update_row)
-        revisions.append(_revision_row(bullet_id, actor, reason, now, before, after))
-        done.append(Put(bullet_id, "updated", values))
-    # Table inserts, not ORM ones: one executemany each, without building mapped objects.
-    if created:
-        session.execute(insert(Bullet.__table__), created)
-    if changed:
-        session.execute(update(Bullet), changed)
-    if revisions:
-        session.execute(insert(Revision.__table__), revisions)
-    if created or changed:
-        # Past the batch's version: the near-duplicate shortlist re-reads the lessons of the
-        # current version on every call (an `add` in flight stamps its lesson with it), which
-        # would be this whole batch, again and again, for the rest of an import.
-        bump_version(session)
-    _expire(session, {put.id for put in done if put.outcome != "unchanged"})
-    return done
-
-
-# Ids per IN (...) list: well under SQLite's and PostgreSQL's limits on bound parameters.
-_IN_CHUNK = 500
-_STORED_COLUMNS = (Bullet.id, *(getattr(Bullet, key) for key in SNAPSHOT_FIELDS), Bullet.created_at)
-
-
-def _stored(session: Session, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The revisable fields and creation time of the bullets with these ids that exist."""
-    found: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), _IN_CHUNK):
-        chunk = ids[start : start + _IN_CHUNK]
-        query = select(*_STORED_COLUMNS).where(Bullet.id.in_(chunk))
-        found.update((row.id, row._asdict()) for row in session.execute(query))
-    return found
-
-
-def _numbers_taken(session: Session, numbers: Sequence[int]) -> set[int]:
-    taken: set[int] = set()
-    for start in range(0, len(numbers), _IN_CHUNK):
-        chunk = numbers[start : start + _IN_CHUNK]
-        taken.update(session.scalars(select(Bullet.number).where(Bullet.number.in_(chunk))))
-    return taken
-
-
-def _snapshot(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The revisable fields among ``values`` as a revision stores them (JSON-ready)."""
-    out: dict[str, Any] = {}
-    for key in SNAPSHOT_FIELDS:
-        if key in values:
-            value = values[key]
-            if isinstance(value, datetime):
-                value = clock.to_utc(value).isoformat()
-            elif key == "tags":
-                value = list(value or [])
-            out[key] = value
-    return out
-
-
-def _new_row(values: dict[str, Any], version: int, now: datetime) -> dict[str, Any]:
-    created_at = values.get("created_at") or now
-    return {
-        "id": values["id"],
-        "number": canonical_number(values["id"]),
-        "text": values["text"],
-        "section": values.get("section") or "best_practice",
-        "tags": values.get("tags") or [],
-        "scope": values.get("scope") or "global",
-        "learned_from": values.get("learned_from"),
-        "source": values.get("source"),
-        "source_url": values.get("source_url"),
-        "status": values.get("status") or "active",
-        "demoted_on": values.get("demoted_on"),
-        "demoted_reason": values.get("demoted_reason"),
-        "created_at": created_at,
-        # A new bullet from an export keeps its own times, so export -> import round-trips.
-        "updated_at": values.get("updated_at") or created_at,
-        "loads": 0,
-        "cites": 0,
-        "cites_success": 0,
-        "cites_failure": 0,
-        "version": version,
-    }
-
-
-def _revision_row(
-    bullet_id: str,
-    actor: str,
-    reason: str | None,
-    at: datetime,
-    before: dict[str, Any] | None,
-    after: dict[str, Any],
-) -> dict[str, Any]:
-    return {
-        "bullet_id": bullet_id,
-        "action": "import",
-        "actor": actor,
-        "at": at,
-        "reason": reason,
-        "before": before,
-        "after": after,
-    }
-
-
-def _expire(session: Session, ids: set[str]) -> None:
-    # The rows were written around the ORM: a Bullet this session already holds would
-    # otherwise keep its old values.
-    if ids:
-        for obj in list(session.identity_map.values()):
-            if isinstance(obj, Bullet) and obj.id in ids:
-                session.expire(obj)
 
 
 def _finish(

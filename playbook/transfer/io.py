@@ -30,7 +30,7 @@ from yaml import nodes as yaml_nodes
 
 from playbook import clock
 from playbook.errors import InvalidInput, PlaybookError
-from playbook.lessons import fields, lifecycle
+from playbook.lessons import bulk, checks, fields, ids, lifecycle
 from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, UsageEvent
 from playbook.outcomes import usage
@@ -583,7 +583,7 @@ def bullet_values(entry: Any, *, max_chars: int = fields.MAX_LESSON_CHARS) -> di
     from and has a text of at most ``max_chars``.
     """
     values = _entry_values(entry)
-    checked = lifecycle.check_fields(values, max_chars=max_chars)
+    checked = checks.check_fields(values, max_chars=max_chars)
     deprecated = _flag(entry)
     if deprecated is not None and deprecated != (checked.get("status") == "deprecated"):
         raise FieldProblem(
@@ -593,7 +593,7 @@ def bullet_values(entry: Any, *, max_chars: int = fields.MAX_LESSON_CHARS) -> di
 
 
 def _entry_values(entry: Any) -> dict[str, Any]:
-    """The bullet fields an entry gives, as given (``lifecycle.check_fields`` checks them)."""
+    """The bullet fields an entry gives, as given (``checks.check_fields`` checks them)."""
     if not isinstance(entry, dict):
         raise InvalidInput(
             "an entry must be a mapping of fields such as text and learned_from, "
@@ -603,7 +603,7 @@ def _entry_values(entry: Any) -> dict[str, Any]:
     if "text" not in values:
         raise FieldProblem("text", "is missing; a bullet needs some text")
     if entry.get("learned_from") in (None, ""):
-        raise FieldProblem("learned_from", lifecycle.LEARNED_FROM_MISSING)
+        raise FieldProblem("learned_from", checks.LEARNED_FROM_MISSING)
     values["learned_from"] = entry["learned_from"]
     for key in ("demoted_on", "demoted_reason"):
         if key in entry:
@@ -655,7 +655,7 @@ def _check_bullets(
                     problems.add(line, f"id: {bullet_id} is already used on line {seen[bullet_id]}")
                     continue
                 seen[bullet_id] = line
-                number = lifecycle.canonical_number(bullet_id)
+                number = ids.canonical_number(bullet_id)
                 plan.highest_number = max(plan.highest_number, number or 0)
             if not problems.total:
                 pickle.dump(values, spool, protocol=pickle.HIGHEST_PROTOCOL)
@@ -759,7 +759,7 @@ class _BulletWriter:
     def flush(self, max_chars: int) -> None:
         if not self.pending:
             return
-        done = lifecycle.put_many(
+        done = bulk.put_many(
             self.session,
             self.pending,
             actor=self.actor,
