@@ -2,123 +2,193 @@
 
 from __future__ import annotations
 
-from bot.cli.base import main
+from types import ModuleType
 
-# name -> (module, attribute, short help). A command's module is imported when the command
-# runs or shows its own help, so `playbook-bot --help` starts in a fraction of a second and
-# `search` never imports Flask, PyGithub or jira. A test keeps the helps equal to the commands'.
-COMMANDS: dict[str, tuple[str, str, str]] = {
+from bot.cli.base import Lazy, main
+
+
+# One loader per command module, each an ordinary import run when a command of that module
+# runs or shows its own help: `playbook-bot --help` starts in a fraction of a second and
+# `search` never imports Flask, PyGithub or jira, while every dependency stays a real import.
+def _bullets() -> ModuleType:
+    from bot.cli import bullets
+
+    return bullets
+
+
+def _database() -> ModuleType:
+    from bot.cli import database
+
+    return database
+
+
+def _deliveries() -> ModuleType:
+    from bot.cli import deliveries
+
+    return deliveries
+
+
+def _loop() -> ModuleType:
+    from bot.cli import loop
+
+    return loop
+
+
+def _maintenance() -> ModuleType:
+    from bot.cli import maintenance
+
+    return maintenance
+
+
+def _mcp() -> ModuleType:
+    from bot.cli import mcp
+
+    return mcp
+
+
+def _reports() -> ModuleType:
+    from bot.cli import reports
+
+    return reports
+
+
+def _search() -> ModuleType:
+    from bot.cli import search
+
+    return search
+
+
+def _service() -> ModuleType:
+    from bot.cli import service
+
+    return service
+
+
+def _transfer() -> ModuleType:
+    from bot.cli import transfer
+
+    return transfer
+
+
+def _usage() -> ModuleType:
+    from bot.cli import usage
+
+    return usage
+
+
+# name -> (module loader, attribute, short help). A test keeps the helps equal to the commands'.
+COMMANDS: dict[str, Lazy] = {
     "add": (
-        "bot.cli.bullets",
+        _bullets,
         "add",
         "Add a lesson and print its id (or the id of the near-duplicate that already exists).",
     ),
-    "approve": ("bot.cli.bullets", "approve", "Make a proposed bullet active."),
+    "approve": (_bullets, "approve", "Make a proposed bullet active."),
     "archive": (
-        "bot.cli.bullets",
+        _bullets,
         "archive",
         "Archive a bullet (kept, not retrieved; `restore` undoes it).",
     ),
     "backfill": (
-        "bot.cli.loop",
+        _loop,
         "backfill",
         "Apply closed pull requests from the API (links, lessons, cites, outcomes).",
     ),
-    "db": ("bot.cli.database", "db_group", "Manage the database schema."),
+    "db": (_database, "db_group", "Manage the database schema."),
     "deliveries": (
-        "bot.cli.deliveries",
+        _deliveries,
         "deliveries_group",
         "Inspect and replay webhook deliveries.",
     ),
     "demo": (
-        "bot.cli.reports",
+        _reports,
         "demo",
         "Run the whole loop on a temporary playbook, with no credentials and no network.",
     ),
     "deprecate": (
-        "bot.cli.bullets",
+        _bullets,
         "deprecate",
         "Soft-deprecate a bullet (kept, not retrieved; `restore` undoes it).",
     ),
     "doctor": (
-        "bot.cli.loop",
+        _loop,
         "doctor",
         "Check every configured connection and say what works and what to fix.",
     ),
     "edit": (
-        "bot.cli.bullets",
+        _bullets,
         "edit",
         "Change a bullet's text, tags, section, scope or provenance.",
     ),
     "export": (
-        "bot.cli.transfer",
+        _transfer,
         "export",
         "Export the playbook (or its usage log) to stdout or a file, written as it is read.",
     ),
     "history": (
-        "bot.cli.bullets",
+        _bullets,
         "history",
         "Every change made to a bullet: who, when, why, before and after.",
     ),
     "import": (
-        "bot.cli.transfer",
+        _transfer,
         "import_",
         "Import bullets (YAML, JSONL, CSV) or a .lesson-usage.jsonl usage log.",
     ),
-    "list": ("bot.cli.bullets", "list_", "List bullets."),
+    "list": (_bullets, "list_", "List bullets."),
     "mcp": (
-        "bot.cli.mcp",
+        _mcp,
         "mcp",
         "Serve the playbook to a local agent over MCP (stdio).",
     ),
     "prune": (
-        "bot.cli.maintenance",
+        _maintenance,
         "prune",
         "Archive active lessons nobody loaded or cited for --idle-days (dry run by default).",
     ),
     "purge": (
-        "bot.cli.maintenance",
+        _maintenance,
         "purge",
         "Delete finished webhook deliveries, side-effect and retrieval logs older than a span.",
     ),
     "reconcile": (
-        "bot.cli.maintenance",
+        _maintenance,
         "reconcile",
         "Ask GitHub to redeliver failed App webhook deliveries that never reached the inbox.",
     ),
     "restore": (
-        "bot.cli.bullets",
+        _bullets,
         "restore",
         "Make a deprecated or archived bullet active again.",
     ),
     "revert": (
-        "bot.cli.bullets",
+        _bullets,
         "revert",
         "Undo one revision of a bullet (see `history`); the undo is itself a revision.",
     ),
     "search": (
-        "bot.cli.search",
+        _search,
         "search",
         "Rank the active lessons for a ticket's text (first line = summary).",
     ),
     "serve": (
-        "bot.cli.service",
+        _service,
         "serve",
         "Serve the webhook endpoints and process deliveries in the same process.",
     ),
-    "show": ("bot.cli.bullets", "show", "Show one bullet with its usage counters and history."),
+    "show": (_bullets, "show", "Show one bullet with its usage counters and history."),
     "stats": (
-        "bot.cli.reports",
+        _reports,
         "stats",
         "How the playbook is doing: bullets, usage, coverage, best and worst lessons.",
     ),
     "usage": (
-        "bot.cli.usage",
+        _usage,
         "usage_group",
         "Record loads and cites, and check the counters against the event log.",
     ),
     "worker": (
-        "bot.cli.service",
+        _service,
         "worker",
         "Process inbox deliveries (run beside gunicorn in production).",
     ),

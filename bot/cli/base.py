@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import errno
 import getpass
-import importlib
 import json
 import re
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cached_property
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -86,18 +86,20 @@ def show_traceback(error: BaseException) -> None:
     click.echo(redact("".join(traceback.format_exception(error))).rstrip("\n"), err=True)
 
 
+# A command not loaded yet: the function that imports its module, its attribute, its short help.
+Lazy = tuple[Callable[[], ModuleType], str, str]
+
+
 class PlaybookGroup(click.Group):
     """A group that loads its commands' modules on use and turns expected errors into one line.
 
-    ``lazy`` maps a command name to ``(module, attribute, short help)``; the module is
-    imported only when the command runs or shows its own help.
+    ``lazy`` maps a command name to ``(load, attribute, short help)``; ``load()`` imports the
+    command's module (an ordinary import) only when the command runs or shows its own help.
     """
 
-    def __init__(
-        self, *args: Any, lazy: Mapping[str, tuple[str, str, str]] | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, *args: Any, lazy: Mapping[str, Lazy] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy: dict[str, tuple[str, str, str]] = dict(lazy or {})
+        self.lazy: dict[str, Lazy] = dict(lazy or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Every command's name, loaded or not."""
@@ -106,8 +108,8 @@ class PlaybookGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """The command, importing its module the first time it is asked for."""
         if cmd_name not in self.commands and cmd_name in self.lazy:
-            module, attribute, _ = self.lazy[cmd_name]
-            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+            load, attribute, _ = self.lazy[cmd_name]
+            self.add_command(getattr(load(), attribute), cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def resolve_command(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
@@ -75,8 +74,9 @@ def stats(ctx: Context, as_json: bool) -> None:
 @click.option("--verbose", is_flag=True, help="Also print the bot's log lines.")
 def demo(quiet: bool, verbose: bool) -> None:
     """Run the whole loop on a temporary playbook, with no credentials and no network."""
-    # The demo drives the web edge (webhooks/), which depends on bot: named, not imported.
-    run = importlib.import_module("webhooks.demo").run
+    # The CLI is the composition root, the one part of bot that may import the web edge;
+    # it does so here, on use, so the other commands never load Flask.
+    from webhooks.demo import run
 
     if not verbose:
         # The demo prints what the bot would do; its INFO log would bury that.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import importlib
 import signal
 import socket
 import threading
@@ -14,9 +13,6 @@ from bot.cli.base import CommandFailed, Context, UserError, note, pass_context
 from bot.services import Services
 from bot.worker import Worker
 
-# `serve` runs the web edge (webhooks/) in this process; bot names it instead of importing it.
-EMBEDDED_SERVER = "webhooks.server"
-
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -25,9 +21,9 @@ EMBEDDED_SERVER = "webhooks.server"
 @pass_context
 def serve(ctx: Context, host: str, port: int, threads: int) -> None:
     """Serve the webhook endpoints and process deliveries in the same process."""
-    # The HTTP edge depends on bot, never the other way: named here, loaded on use.
-    server_module = importlib.import_module(EMBEDDED_SERVER)
-    check_bind, EmbeddedServer = server_module.check_bind, server_module.EmbeddedServer
+    # The CLI is the composition root, the one part of bot that may import the web edge
+    # (webhooks/ depends on bot, never the other way); loaded on use, so `worker` never is.
+    from webhooks.server import EmbeddedServer, check_bind
 
     try:
         check_bind(host, port)
