@@ -369,6 +369,11 @@ def fill(url: str, count: int) -> None:
     """Create the schema, seed lessons, and put ``count`` App deliveries in the inbox."""
     from playbook.deliveries import inbox
 
+    try:
+        from playbook.deliveries.tickets import ticket_key
+    except ImportError:  # a baseline from before deliveries kept their ticket (0009)
+        ticket_key = None
+
     seed(url)
     payload = json.loads(FIXTURE.read_text())
     payload["installation"] = {"id": INSTALLATION}
@@ -384,6 +389,7 @@ def fill(url: str, count: int) -> None:
                 delivery_id=str(uuid.uuid4()),
                 payload=json.dumps(payload),
                 installation_id=INSTALLATION,
+                **({"ticket_key": ticket_key("github", payload)} if ticket_key else {}),
             )
     engine.dispose()
 

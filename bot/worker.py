@@ -46,6 +46,7 @@ class Row:
     action: str | None
     payload: str
     installation_id: int | None
+    ticket_key: str | None
 
     @classmethod
     def of(cls, delivery: Delivery) -> Row:
@@ -58,6 +59,7 @@ class Row:
             delivery.action,
             delivery.payload,
             delivery.installation_id,
+            delivery.ticket_key,
         )
 
     @property
@@ -150,8 +152,7 @@ class Worker:
     def _run_group(self, group: list[Work]) -> None:
         for work in group:
             with delivery_context(work.row.delivery_id):
-                event = work.event if work.event is not None else _parse(work.row)
-                self._process(work.row, event)
+                self._process(work.row, _parse(work.row))
             if work.installation:
                 # The batch's later rows may be for the installation this one removed.
                 with db.transaction(self.services.engine) as session:
@@ -306,30 +307,19 @@ class Worker:
 # their round trips and commit flushes overlap instead of queueing one behind the other.
 DEFAULT_LANES = 4
 
-# Payloads up to this size stay parsed from lane assignment to their turn; larger ones are
-# parsed again then, so a batch of big bodies never sits in memory parsed all at once.
-KEEP_PARSED = 1 << 20
-
-
 @dataclass(frozen=True)
 class Work:
-    """A claimed row, the ticket it is about, and its parsed payload (or what parsing raised)."""
+    """A claimed row and the ticket it is about (told when it was received)."""
 
     row: Row
-    ticket: str | None
+    ticket: tuple[str, str] | None
     installation: bool  # a GitHub installation event: the rows after it must see its outcome
-    event: Event | Exception | None  # None: parse again when its turn comes
 
     @classmethod
     def of(cls, row: Row) -> Work:
-        """Parse a row's payload once to tell its ticket."""
-        parsed = _parse(row)
-        installation = isinstance(parsed, Event) and (parsed.source, parsed.name) == (
-            "github",
-            "installation",
-        )
-        kept = parsed if len(row.payload) <= KEEP_PARSED else None
-        return cls(row, _ticket(parsed), installation, kept)
+        """The row with its stored ticket; its payload is parsed when its turn comes."""
+        ticket = (row.source, row.ticket_key) if row.ticket_key else None
+        return cls(row, ticket, (row.source, row.event) == ("github", "installation"))
 
 
 def _parse(row: Row) -> Event | Exception:
@@ -338,28 +328,6 @@ def _parse(row: Row) -> Event | Exception:
         return Event.from_row(row)
     except Exception as error:
         return error
-
-
-def _ticket(event: Event | Exception) -> str | None:
-    """The ticket a delivery is about, read from its payload, or None when it cannot be told."""
-    if not isinstance(event, Event):
-        return None
-    payload = event.payload
-
-    def field(*path: str) -> object:
-        value: object = payload
-        for name in path:
-            value = value.get(name) if isinstance(value, dict) else None
-        return value if isinstance(value, str | int) and not isinstance(value, bool) else None
-
-    if event.source == "jira":
-        key = field("issue", "key")
-        return f"jira {key}" if key is not None else None
-    repo = field("repository", "full_name")
-    number = field("issue", "number") or field("pull_request", "number") or field("number")
-    if repo is None or number is None:
-        return None
-    return f"github {repo}#{number}"
 
 
 def _by_ticket(work: list[Work], lanes: int) -> list[list[Work]]:
@@ -372,7 +340,7 @@ def _by_ticket(work: list[Work], lanes: int) -> list[list[Work]]:
     """
     if lanes == 1 or any(item.installation for item in work):
         return [work]
-    groups: dict[str | None, list[Work]] = {}
+    groups: dict[tuple[str, str] | None, list[Work]] = {}
     for item in work:
         groups.setdefault(item.ticket, []).append(item)
     return list(groups.values())

@@ -181,6 +181,9 @@ class Delivery(Base):
     action: Mapped[str | None] = mapped_column(String(100))
     delivery_id: Mapped[str] = mapped_column(String(200))
     installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The ticket it is about (``PB-12``, ``owner/repo#12``), told once when it is received
+    # (playbook.deliveries.tickets); None when the payload names none.
+    ticket_key: Mapped[str | None] = mapped_column(String(200))
     headers: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     payload: Mapped[str] = mapped_column(Text)
     # Indexed for the retention purge, which deletes by age.

@@ -95,3 +95,57 @@ def test_a_pooled_connection_the_server_closed_is_replaced_after_it_sat_idle(
             assert session.scalar(text("SELECT pg_backend_pid()")) != pid
     finally:
         engine.dispose()
+
+
+def test_migration_0009_tells_the_ticket_of_deliveries_stored_before_it(engine: Engine) -> None:
+    from alembic import command
+    from sqlalchemy import column, insert, select, table
+
+    from playbook.models import Delivery
+
+    command.downgrade(db.alembic_config(engine), "0008")
+    try:
+        old = table(
+            "deliveries",
+            *(column(name) for name in ("id", "source", "event", "delivery_id", "payload")),
+            *(column(name) for name in ("headers", "received_at", "status", "attempts")),
+            column("next_attempt_at"),
+        )
+        now = "2024-01-01 00:00:00"
+        rows = {
+            "gh-issue": ("github", '{"issue": {"number": 7}, "repository": {"full_name": "o/r"}}'),
+            "gh-pr": (
+                "github",
+                '{"number": 8, "pull_request": {"number": 8}, "repository": {"full_name": "o/r"}}',
+            ),
+            "jira": ("jira", '{"issue": {"key": "PB-3"}}'),
+            "broken": ("github", "{not json"),
+            "none": ("github", '{"zen": "hi"}'),
+        }
+        with engine.begin() as connection:
+            for guid, (source, payload) in rows.items():
+                connection.execute(
+                    insert(old).values(
+                        source=source,
+                        event="e",
+                        delivery_id=guid,
+                        payload=payload,
+                        headers="{}",
+                        received_at=now,
+                        status="done",
+                        attempts=1,
+                        next_attempt_at=now,
+                    )
+                )
+    finally:
+        db.upgrade(engine)
+    assert db.current_revision(engine) == db.SCHEMA_HEAD
+    with db.transaction(engine) as session:
+        told = dict(session.execute(select(Delivery.delivery_id, Delivery.ticket_key)).all())
+    assert told == {
+        "gh-issue": "o/r#7",
+        "gh-pr": "o/r#8",
+        "jira": "PB-3",
+        "broken": None,
+        "none": None,
+    }

@@ -46,10 +46,10 @@ def test_signed_delivery_is_stored_and_acknowledged(deliver, engine: Engine) -> 
     assert row.status == "pending" and row.attempts == 0
     assert row.installation_id == 42
     assert row.headers["X-GitHub-Event"] == "issues"
-    assert (
-        json.loads(row.payload)["issue"]["number"]
-        == json.loads(fixture_body("issues.opened"))["issue"]["number"]
-    )
+    stored = json.loads(fixture_body("issues.opened"))
+    assert json.loads(row.payload)["issue"]["number"] == stored["issue"]["number"]
+    # The ticket it is about, told once here: the worker's lanes and /ui read it.
+    assert row.ticket_key == f"{stored['repository']['full_name']}#{stored['issue']['number']}"
 
 
 def test_redelivery_is_a_duplicate(deliver, engine: Engine) -> None:
@@ -242,6 +242,7 @@ def test_signed_jira_delivery_is_stored(client, engine: Engine) -> None:
         "issue_created",
         "jira-1",
     )
+    assert row.ticket_key == json.loads(body)["issue"]["key"]
 
 
 def test_jira_retry_with_same_identifier_is_a_duplicate(client, engine: Engine) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
+from playbook.deliveries.tickets import ticket_key
 from webhooks import signatures
 from webhooks.intake import (
     Envelope,
@@ -66,6 +67,7 @@ def receive() -> tuple[Any, int]:
             action=name_field(payload.get("action"), "action", required=False),
             delivery_id=delivery_id,
             installation_id=installation_field(payload),
+            ticket_key=ticket_key("github", payload),
         ),
         text,
     )

@@ -195,6 +195,7 @@ class Envelope:
     action: str | None
     delivery_id: str
     installation_id: int | None = None
+    ticket_key: str | None = None  # the ticket it is about (tickets.ticket_key)
 
 
 def store(envelope: Envelope, text: str) -> tuple[Any, int]:
@@ -216,6 +217,7 @@ def store(envelope: Envelope, text: str) -> tuple[Any, int]:
                     payload=text,
                     headers=headers,
                     installation_id=envelope.installation_id,
+                    ticket_key=envelope.ticket_key,
                 )
         except (DatabaseUnavailable, exc.OperationalError, exc.InterfaceError) as problem:
             # 503 makes GitHub record a failed delivery (redeliverable) and Jira retry.

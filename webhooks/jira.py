@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from playbook.deliveries.tickets import ticket_key
 from webhooks import signatures
 from webhooks.intake import (
     Envelope,
@@ -67,6 +68,7 @@ def receive() -> tuple[Any, int]:
                 payload.get("issue_event_type_name"), "issue_event_type_name", required=False
             ),
             delivery_id=delivery_id,
+            ticket_key=ticket_key("jira", payload),
         ),
         text,
     )

@@ -52,8 +52,12 @@ def accept(
     action: str | None = None,
     headers: dict[str, str] | None = None,
     installation_id: int | None = None,
+    ticket_key: str | None = None,
 ) -> bool:
     """Store a delivery unless its id is already in the inbox; True when it is new.
+
+    ``ticket_key`` is the ticket it is about, as `tickets.ticket_key` tells it from the
+    parsed payload (the receiver has it parsed already).
 
     ON CONFLICT DO NOTHING makes concurrent redeliveries of one id race-free on both
     databases: exactly one insert wins, the others see a duplicate.
@@ -65,6 +69,7 @@ def accept(
         "action": action,
         "delivery_id": delivery_id,
         "installation_id": installation_id,
+        "ticket_key": ticket_key,
         "headers": headers or {},
         "payload": payload,
         "received_at": now,

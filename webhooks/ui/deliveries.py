@@ -20,8 +20,6 @@ from webhooks.runtime import runtime
 from webhooks.ui import access
 
 PAGE_SIZE = 30
-# A payload is parsed for its ticket only up to this size: a page lists many deliveries.
-TICKET_PARSE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -35,34 +33,11 @@ class Effect:
 
 @dataclass(frozen=True)
 class Card:
-    """One delivery with its ticket and side effects."""
+    """One delivery with its ticket (its side effects', else the one told when it arrived)."""
 
     delivery: Delivery
     ticket: str | None
     effects: list[Effect]
-
-
-def ticket_of(delivery: Delivery) -> str | None:
-    """The ticket a delivery is about, read from its payload (a Jira key or owner/repo#n)."""
-    if len(delivery.payload) > TICKET_PARSE_BYTES:
-        return None
-    try:
-        payload = json.loads(delivery.payload)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(payload, dict):
-        return None
-    issue = payload.get("issue")
-    if delivery.source == "jira":
-        key = issue.get("key") if isinstance(issue, dict) else None
-        return key if isinstance(key, str) and len(key) <= 200 else None
-    repo = payload.get("repository")
-    name = repo.get("full_name") if isinstance(repo, dict) else None
-    item = issue if isinstance(issue, dict) else payload.get("pull_request")
-    number = item.get("number") if isinstance(item, dict) else None
-    if isinstance(name, str) and len(name) <= 200 and type(number) is int:
-        return f"{name}#{number}"
-    return None
 
 
 def _cards(session: Any, rows: list[Delivery]) -> list[Card]:
@@ -80,7 +55,7 @@ def _cards(session: Any, rows: list[Delivery]) -> list[Card]:
             )
             for effect in mine
         ]
-        ticket = next((e.ticket_key for e in mine if e.ticket_key), None) or ticket_of(row)
+        ticket = next((e.ticket_key for e in mine if e.ticket_key), None) or row.ticket_key
         cards.append(Card(row, ticket, shown))
     return cards
 
