@@ -41,7 +41,7 @@ from dup_recall import score, scratch_playbook  # noqa: E402
 
 from playbook import clock, db  # noqa: E402
 from playbook.lessons import bulk  # noqa: E402
-from playbook.outcomes import tracking, usage  # noqa: E402
+from playbook.outcomes import pull_outcome, tracking, usage  # noqa: E402
 from playbook.search.retrieval import Retriever  # noqa: E402
 
 MERGED = {"Fixed"}
@@ -101,7 +101,7 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
                 if kind == "resolved":
                     pull, _ = tracking.observe(session, pull_request(row, when))
                     tracking.link(session, pull.key, [(row["key"], "closes")])
-                    outcome = tracking.apply_outcome(session, pull, actor=ACTOR, demote=loop)
+                    outcome = pull_outcome.settle(session, pull, bot=ACTOR, demote=loop)
                     demoted += len(outcome.demoted)
                     if row["resolution"] in REJECTED:
                         rejected_known.add(row["key"])

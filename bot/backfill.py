@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.handlers.context import Ignored
-from bot.handlers.pull_requests import Closer, apply_pull_request
+from bot.handlers.pull_news import apply_pull_request
 from bot.services import Services
 from playbook import clock
 from playbook.outcomes import links
+from playbook.outcomes.pull_outcome import Closer
 from playbook.outcomes.tracking import PullRequestState
 
 log = logging.getLogger(__name__)

@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from playbook.outcomes.pull_outcome import DemotePolicy
+
 
 @dataclass(frozen=True)
 class AgentToken:
@@ -228,8 +230,9 @@ class Settings(BaseSettings):
         description="Longest lesson text accepted by add, edit, import and the API.",
     )
     lessons_per_ticket: int = Field(5, ge=1, le=20, validation_alias="PLAYBOOK_LESSONS_PER_TICKET")
-    demote_policy: Literal["always", "needs-review"] = Field(
-        "always", validation_alias="PLAYBOOK_DEMOTE_POLICY"
+    # Its meaning is the domain's (pull_outcome.decide); here it is only parsed.
+    demote_policy: DemotePolicy = Field(
+        DemotePolicy.ALWAYS, validation_alias="PLAYBOOK_DEMOTE_POLICY"
     )
     review_label: str = Field("needs-human-review", validation_alias="PLAYBOOK_REVIEW_LABEL")
     agent_logins: str = Field(

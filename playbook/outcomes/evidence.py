@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
@@ -12,8 +14,9 @@ from playbook import clock
 from playbook.lessons import lifecycle
 from playbook.lessons.capture import lessons_in
 from playbook.models import Bullet
-from playbook.outcomes import usage
-from playbook.outcomes.links import bullet_ids
+from playbook.outcomes import tracking, usage
+from playbook.outcomes.links import bullet_ids, pull_request_links
+from playbook.outcomes.tracking import PullRequestState
 
 log = logging.getLogger(__name__)
 # Who changes the playbook when a PR's evidence does (captured lessons, demotions).
@@ -95,3 +98,41 @@ def capture(
             added.append(result.bullet.id)
             earlier.append(text)
     return added
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What ``record`` stored about a PR's news."""
+
+    state: str  # the PR's state as stored, which an older delivery does not move back
+    news: bool
+    applied: str | None  # the outcome key applied already
+    tickets: list[str]
+    added: list[str]
+    cited: int
+
+
+def record(
+    session: Session,
+    seen: PullRequestState,
+    body: str | None,
+    *,
+    written_at: datetime | None = None,
+    comments: Sequence[tuple[str | None, datetime | None]] = (),
+) -> Recorded:
+    """Store what any news about a PR says: its state, linked tickets, lessons and cites.
+
+    Lessons and cites go to the PR's primary ticket: the first it names that it is linked
+    to. ``written_at`` is when the body was written and ``comments`` the PR's comments with
+    their times (backfill), so each cite is recorded when it was made.
+    """
+    links = pull_request_links(seen.title, seen.head_ref, body, seen.repo)
+    kinds = [(key, "jira") for key in links.jira_keys] + [(key, "closes") for key in links.closes]
+    pull, news = tracking.observe(session, seen)
+    tickets = tracking.link(session, seen.key, kinds)
+    primary = next((t for t in links.tickets if t in tickets), tickets[0] if tickets else None)
+    added = capture(session, body, primary or seen.key, seen.repo, seen.url)
+    cited = cite(session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr", written_at)
+    for text, at in comments:
+        cited += cite(session, seen.key, primary, text, "comment", at)
+    return Recorded(pull.state, news, pull.outcome_evidence, tickets, added, cited)

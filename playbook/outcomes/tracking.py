@@ -1,4 +1,4 @@
-"""Pull requests, the tickets they link to, and what their outcomes mean for the playbook."""
+"""Pull requests, the tickets they link to, and the queries their outcomes are decided from."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
-from playbook.lessons import lifecycle
 from playbook.models import Bullet, PullRequest, Revision, TicketLink, UsageEvent
-from playbook.outcomes import seen_tickets, usage
-
-DEMOTED_UNMERGED = "pr_closed_unmerged"
+from playbook.outcomes import seen_tickets
 
 
 @dataclass(frozen=True)
@@ -126,17 +123,6 @@ def cites_in(session: Session, pr_key: str) -> list[int]:
     )
 
 
-@dataclass
-class Outcome:
-    """What a PR's outcome changed in the playbook."""
-
-    demoted: list[str]
-    restored: list[str]
-    approved: list[str]
-    settled: int
-    kept_because: dict[str, str]
-
-
 # Revisions that change a bullet's status; one made by a person after a PR's closing means the
 # person's word is newer than that evidence.
 STATUS_ACTIONS = ("approve", "deprecate", "archive", "restore", "revert")
@@ -157,71 +143,13 @@ def changed_by_hand_since(session: Session, bullet_id: str, since: datetime, bot
     )
 
 
-def _from_other_pull(session: Session, bullet: Bullet, pull: PullRequest) -> PullRequest | None:
-    # A lesson captured from a PR's Lessons section belongs to that PR: another PR for the
-    # same ticket merging says nothing about it.
+def source_pull(session: Session, bullet: Bullet, pull: PullRequest) -> PullRequest | None:
+    """The other PR whose Lessons section a bullet was captured from, if it is stored.
+
+    A lesson captured from a PR's Lessons section belongs to that PR: another PR for the
+    same ticket merging says nothing about it.
+    """
     if bullet.source != "pr_body" or not bullet.source_url or bullet.source_url == pull.url:
         return None
     source = session.scalars(select(PullRequest).where(PullRequest.url == bullet.source_url))
     return source.first()
-
-
-def apply_outcome(
-    session: Session,
-    pull: PullRequest,
-    *,
-    actor: str,
-    demote: bool = True,
-    evidence_at: datetime | None = None,
-) -> Outcome:
-    """Apply a closed PR's outcome to the bullets learned from its tickets and its cites.
-
-    Merged: proposed bullets become active, bullets demoted because an earlier PR for the
-    ticket was closed unmerged come back, and the PR's cites count as successes.
-    Closed unmerged: unless another PR for the ticket is open or merged, the bullets
-    learned from the ticket are soft-deprecated, and the PR's cites count as failures.
-    A bullet someone changed by hand after ``evidence_at`` keeps that person's decision,
-    and a bullet captured from another PR's Lessons section follows that PR, not this one.
-    """
-    outcome = Outcome([], [], [], 0, {})
-    merged = pull.state == "merged"
-    reason = f"{pull.key} {'merged' if merged else 'closed without merge'}"
-    bot = actor.split(" ", 1)[0]
-    for ticket in tickets_of(session, pull.key):
-        others = [p for p in pulls_of(session, ticket) if p.key != pull.key]
-        for bullet in learned_from(session, ticket):
-            if evidence_at is not None and changed_by_hand_since(
-                session, bullet.id, evidence_at, bot
-            ):
-                outcome.kept_because[bullet.id] = "changed by hand after this outcome"
-                continue
-            source = _from_other_pull(session, bullet, pull) if merged else None
-            if source is not None and source.state != "merged":
-                outcome.kept_because[bullet.id] = f"its own PR {source.key} is {source.state}"
-                continue
-            if merged:
-                if bullet.status == "proposed":
-                    lifecycle.approve(session, bullet.id, actor=actor, reason=reason)
-                    outcome.approved.append(bullet.id)
-                elif bullet.status == "deprecated" and bullet.demoted_reason == DEMOTED_UNMERGED:
-                    lifecycle.restore(session, bullet.id, actor=actor, reason=reason)
-                    outcome.restored.append(bullet.id)
-                continue
-            alive = [p.key for p in others if p.state in ("open", "merged")]
-            if alive:
-                outcome.kept_because[bullet.id] = f"{ticket} still has {', '.join(alive)}"
-                continue
-            if not demote or bullet.status not in ("active", "proposed"):
-                continue
-            change = lifecycle.deprecate(
-                session,
-                bullet.id,
-                reason=DEMOTED_UNMERGED,
-                actor=actor,
-                note=f"{DEMOTED_UNMERGED}: {reason}",
-            )
-            if change.changed:
-                outcome.demoted.append(bullet.id)
-    outcome.settled = usage.settle(session, cites_in(session, pull.key), merged)
-    session.flush()
-    return outcome

@@ -1,0 +1,120 @@
+"""A PR's news, for its handler and backfill: facts gathered through effects, the domain decides."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from bot.effects import TicketRef
+from bot.handlers.context import Ignored, effect
+from playbook import db
+from playbook.outcomes import evidence, pull_outcome
+from playbook.outcomes.pull_outcome import Access, Closer, Need, PullFacts, Step
+from playbook.outcomes.tracking import PullRequestState
+
+if TYPE_CHECKING:
+    from bot.services import Services
+
+# The lines keep the name they have always been logged under, whichever caller runs them.
+log = logging.getLogger("bot.handlers.pull_requests")
+
+
+def closer_access(services: Services, seen: PullRequestState, login: str) -> Access:
+    """The closer's access to the PR's repository, as GitHub answers it."""
+    ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
+    checked, allowed = effect(
+        services, ref, "check_permission", lambda: services.out.can_change_playbook(ref, login)
+    )
+    if not checked:
+        return Access.UNKNOWN
+    return Access.WRITE if allowed else Access.NONE
+
+
+def ticket_flagged(services: Services, tickets: list[str], installation_id: int | None) -> bool:
+    """Whether one of the PR's tickets is flagged for review; asks until one is."""
+    for ticket in tickets:
+        if "#" in ticket:
+            ticket_repo, number = ticket.rsplit("#", 1)
+            ref = TicketRef.github(ticket_repo, int(number), installation_id)
+        else:
+            ref = TicketRef.jira(ticket)
+        done, is_flagged = effect(
+            services, ref, "check_review_flag", lambda r=ref: services.out.flagged_for_review(r)
+        )
+        if done and is_flagged:
+            return True
+    return False
+
+
+def apply_pull_request(
+    services: Services,
+    seen: PullRequestState,
+    body: str | None,
+    labels: list[str],
+    closer: Closer | None = None,
+    *,
+    written_at: datetime | None = None,
+    comments: Sequence[tuple[str | None, datetime | None]] = (),
+) -> None:
+    """What any news about a PR means: links, captured lessons, cites, and its outcome.
+
+    Shared by the webhook handler and `backfill`, which walks closed PRs through the API
+    and passes when the body was written (``written_at``) and the PR's comments with their
+    times, so each cite is recorded when it was made, before the outcome settles it.
+    The outcome is ``pull_outcome.decide``'s; an outside fact it needs is gathered here,
+    and ``pull_outcome.apply`` applies it once per closing. Raises Ignored when the
+    closing does not count.
+    """
+    with db.transaction(services.engine) as session:
+        recorded = evidence.record(session, seen, body, written_at=written_at, comments=comments)
+    log.info(
+        "%s (%s): tickets %s, %d lessons captured, %d cites",
+        seen.key,
+        recorded.state,
+        ", ".join(recorded.tickets) or "none",
+        len(recorded.added),
+        recorded.cited,
+    )
+    settings = services.settings
+    facts = PullFacts(
+        seen=seen,
+        news=recorded.news,
+        applied=recorded.applied,
+        closer=closer or Closer(None),
+        agents=frozenset(settings.agents),
+        policy=settings.demote_policy,
+        labels=tuple(labels),
+        review_label=settings.review_label,
+    )
+    verdict = pull_outcome.decide(facts)
+    while verdict.step is Step.ASK:
+        if verdict.need is Need.ACCESS:
+            facts = replace(facts, access=closer_access(services, seen, facts.closer.login or ""))
+        else:
+            flagged = ticket_flagged(services, recorded.tickets, seen.installation_id)
+            facts = replace(facts, ticket_flagged=flagged)
+        verdict = pull_outcome.decide(facts)
+    if verdict.step is Step.WAIT:
+        return
+    if verdict.step is Step.APPLIED:
+        log.info("%s: the outcome of this %s was applied already", seen.key, recorded.state)
+        return
+    if verdict.step is Step.IGNORED:
+        raise Ignored(verdict.reason)
+    with db.transaction(services.engine) as session:
+        outcome = pull_outcome.apply(session, verdict)
+    if outcome is None:
+        return  # another worker applied it meanwhile
+    log.info(
+        "%s %s: demoted %s, restored %s, approved %s, %d cites settled%s",
+        seen.key,
+        recorded.state,
+        outcome.demoted or "none",
+        outcome.restored or "none",
+        outcome.approved or "none",
+        outcome.settled,
+        f"; kept {outcome.kept_because}" if outcome.kept_because else "",
+    )
