@@ -12,7 +12,7 @@ its own, dropped afterwards), so each peak RSS is that run's alone:
    with bulk `INSERT`s (no checks, no dedup), the fastest any import could write them;
 2. baseline, one `lifecycle.add` per lesson (what a script calling `add` in a loop, or the old
    import, pays per entry) for the first --adds lessons;
-3. `playbook-bot import`'s code path (`io.import_file`) of a JSONL export (ids and every field),
+3. `playbook-bot import`'s code path (`import_file`) of a JSONL export (ids and every field),
    at --small and at --lessons lessons: the peak RSS of the two shows whether memory grows with
    the file; then the same file again (everything already there);
 4. the same lessons as a YAML export, and as a team's JSONL without ids (each entry matched by
@@ -48,7 +48,9 @@ from sqlalchemy.engine import make_url
 from playbook import db
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, Revision
-from playbook.transfer import io
+from playbook.transfer.export import write_bullets
+from playbook.transfer.imports import import_file
+from playbook.transfer.reports import ImportRefused
 
 SEED = 14
 SCOPES = ("CTMS", "PAY", "acme/shop", "global")
@@ -176,9 +178,9 @@ def child_import(url: str, path: Path, times: int) -> dict[str, Any]:
         started = time.perf_counter()
         try:
             with db.transaction(engine) as session:
-                report = io.import_file(session, path, actor="bench")
+                report = import_file(session, path, actor="bench")
             outcome = report.summary()
-        except io.ImportRefused as refused:
+        except ImportRefused as refused:
             outcome = f"refused: {refused.problems[0]}"
         runs.append({"seconds": round(time.perf_counter() - started, 2), "outcome": outcome})
     with db.transaction(engine) as session:
@@ -265,12 +267,12 @@ def child_export(url: str, path: Path, fmt: str) -> dict[str, Any]:
     """Import ``path`` untimed, then time exporting the playbook to a file."""
     engine = db.make_engine(url)
     with db.transaction(engine) as session:
-        io.import_file(session, path, actor="bench")
+        import_file(session, path, actor="bench")
     rss_after_import = peak_rss_mb()
     out = path.with_name(f"out.{fmt}")
     started = time.perf_counter()
     with db.transaction(engine) as session, out.open("w") as stream:
-        count = io.write_bullets(session, stream, fmt)  # type: ignore[arg-type]
+        count = write_bullets(session, stream, fmt)  # type: ignore[arg-type]
     seconds = time.perf_counter() - started
     return {
         "seconds": round(seconds, 2),

@@ -19,7 +19,7 @@ from playbook.errors import InvalidInput
 from playbook.lessons import bulk, checks, lifecycle
 from playbook.models import Base, Bullet, PlaybookMeta, Revision, UsageEvent
 from playbook.outcomes import usage
-from playbook.transfer import io
+from playbook.transfer import export, formats, imports, reports, usage_log
 
 DATA = Path(__file__).parent / "data"
 
@@ -66,7 +66,7 @@ def empty(engine: Engine) -> None:
 def snapshot(engine: Engine) -> dict[str, dict]:
     with transaction(engine) as session:
         return {
-            b.id: io.bullet_record(b) | {f: getattr(b, f) for f in usage.COUNTER_FIELDS}
+            b.id: export.bullet_record(b) | {f: getattr(b, f) for f in usage.COUNTER_FIELDS}
             for b in session.scalars(select(Bullet))
         }
 
@@ -81,21 +81,21 @@ def counts(engine: Engine) -> tuple[int, int, int]:
         )
 
 
-def import_path(engine: Engine, path: Path, **kwargs) -> io.ImportReport:
+def import_path(engine: Engine, path: Path, **kwargs) -> reports.ImportReport:
     with transaction(engine) as session:
-        return io.import_file(session, path, actor="import", **kwargs)
+        return imports.import_file(session, path, actor="import", **kwargs)
 
 
-def refused(engine: Engine, path: Path, **kwargs) -> io.ImportRefused:
+def refused(engine: Engine, path: Path, **kwargs) -> reports.ImportRefused:
     """Import ``path``, expect it refused whole, check nothing was written, return the refusal."""
     before = counts(engine)
-    with pytest.raises(io.ImportRefused) as caught:
+    with pytest.raises(reports.ImportRefused) as caught:
         import_path(engine, path, **kwargs)
     assert counts(engine) == before
     return caught.value
 
 
-def lines_and_fields(refusal: io.ImportRefused) -> list[tuple[int, str]]:
+def lines_and_fields(refusal: reports.ImportRefused) -> list[tuple[int, str]]:
     return [(p.line, p.message.split(":")[0]) for p in refusal.problems]
 
 
@@ -104,16 +104,16 @@ def test_export_import_round_trips_every_field(engine: Engine, fmt: str, tmp_pat
     build(engine)
     before = snapshot(engine)
     with transaction(engine) as session:
-        bullets = io.export_bullets(session, fmt)  # type: ignore[arg-type]
-        events = io.export_usage(session)
+        bullets = export.export_bullets(session, fmt)  # type: ignore[arg-type]
+        events = usage_log.export_usage(session)
     empty(engine)
     bullets_file = tmp_path / f"playbook.{fmt}"
     bullets_file.write_text(bullets)
     usage_file = tmp_path / ".lesson-usage.jsonl"
     usage_file.write_text(events)
     with transaction(engine) as session:
-        first = io.import_file(session, bullets_file, actor="restore")
-        logged = io.import_file(session, usage_file, actor="restore")
+        first = imports.import_file(session, bullets_file, actor="restore")
+        logged = imports.import_file(session, usage_file, actor="restore")
     assert first.created == 4
     assert logged.events_added == 5
     assert snapshot(engine) == before
@@ -121,8 +121,8 @@ def test_export_import_round_trips_every_field(engine: Engine, fmt: str, tmp_pat
         assert usage.recount(session) == []
     stored = counts(engine)
     with transaction(engine) as session:
-        again = io.import_file(session, bullets_file, actor="restore")
-        again_log = io.import_file(session, usage_file, actor="restore")
+        again = imports.import_file(session, bullets_file, actor="restore")
+        again_log = imports.import_file(session, usage_file, actor="restore")
     assert (again.created, again.updated, again.unchanged) == (0, 0, 4)
     assert (again_log.events_added, again_log.events_duplicate) == (0, 5)
     assert counts(engine) == stored
@@ -132,7 +132,7 @@ def test_export_import_round_trips_every_field(engine: Engine, fmt: str, tmp_pat
 def test_yaml_export_is_in_the_teams_shape(engine: Engine) -> None:
     build(engine)
     with transaction(engine) as session:
-        text = io.export_bullets(session, "yaml")
+        text = export.export_bullets(session, "yaml")
     first = text.split("\n- ")[0]
     assert first.startswith("- id: pb-1\n  text: Retry payment webhooks")
     assert "  deprecated: true\n" in first and "demoted_reason: pr_closed_unmerged" in first
@@ -149,9 +149,9 @@ def test_export_orders_numbered_ids_by_number_then_the_others(engine: Engine) ->
             )
         lifecycle.deprecate(session, "pb-10", reason="old", actor="t")
         out = stdio.StringIO()
-        assert io.write_bullets(session, out, "jsonl") == 4
-        only_active = io.export_bullets(session, "csv", ["active"])
-        assert io.export_bullets(session, "yaml", ["proposed"]) == "[]\n"
+        assert export.write_bullets(session, out, "jsonl") == 4
+        only_active = export.export_bullets(session, "csv", ["active"])
+        assert export.export_bullets(session, "yaml", ["proposed"]) == "[]\n"
     assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == [
         "pb-2",
         "pb-10",
@@ -168,7 +168,7 @@ def test_export_orders_numbered_ids_by_number_then_the_others(engine: Engine) ->
 
 def test_team_yaml_with_extra_keys_and_deprecated_flag(engine: Engine) -> None:
     with transaction(engine) as session:
-        report = io.import_file(session, DATA / "team-playbook.yaml", actor="import")
+        report = imports.import_file(session, DATA / "team-playbook.yaml", actor="import")
         assert report.created == 3
         kept = lifecycle.get(session, "CTMS-L-1")
         assert (kept.status, kept.tags, kept.learned_from) == (
@@ -187,7 +187,7 @@ def test_team_yaml_with_extra_keys_and_deprecated_flag(engine: Engine) -> None:
             == "pb-9"
         )
     with transaction(engine) as session:
-        again = io.import_file(session, DATA / "team-playbook.yaml", actor="import")
+        again = imports.import_file(session, DATA / "team-playbook.yaml", actor="import")
     assert (again.created, again.updated, again.unchanged) == (0, 0, 3)
 
 
@@ -373,11 +373,11 @@ def test_unreadable_files_raise_one_sentence(
     path = tmp_path / name
     path.write_text(content)
     with transaction(engine) as session, pytest.raises(InvalidInput, match=message):
-        io.import_file(session, path, actor="import")
+        imports.import_file(session, path, actor="import")
     with transaction(engine) as session, pytest.raises(InvalidInput, match="does not exist"):
-        io.import_file(session, tmp_path / "missing.yaml", actor="import")
+        imports.import_file(session, tmp_path / "missing.yaml", actor="import")
     with transaction(engine) as session, pytest.raises(InvalidInput, match="is a directory"):
-        io.import_file(session, _directory(tmp_path), actor="import")
+        imports.import_file(session, _directory(tmp_path), actor="import")
 
 
 def _directory(tmp_path: Path) -> Path:
@@ -545,7 +545,7 @@ _values = st.recursive(
 @given(st.lists(st.dictionaries(st.text(max_size=12), _values, max_size=5), max_size=6))
 def test_streaming_yaml_reads_what_safe_load_reads(entries: list[dict]) -> None:
     text = yaml.safe_dump(entries, allow_unicode=True, default_flow_style=False)
-    read = list(io.read_entries(stdio.BytesIO(text.encode()), "yaml"))
+    read = list(formats.read_entries(stdio.BytesIO(text.encode()), "yaml"))
     assert [entry.data for entry in read] == yaml.safe_load(text)
     lines = text.splitlines()
     for entry in read:

@@ -556,7 +556,7 @@ def test_an_import_saves_a_snapshot_the_next_process_starts_from(
 ) -> None:
     from playbook.models import IndexSnapshot
     from playbook.search import sync
-    from playbook.transfer import io
+    from playbook.transfer.imports import import_file
 
     monkeypatch.setattr(sync, "SNAPSHOT_MIN_LESSONS", 3)
     path = tmp_path / "lessons.jsonl"
@@ -568,7 +568,7 @@ def test_an_import_saves_a_snapshot_the_next_process_starts_from(
     ]
     path.write_text("".join(json.dumps({"text": t, "learned_from": "IMP-1"}) + "\n" for t in texts))
     with transaction(engine) as session:
-        report = io.import_file(session, path, actor="t", batch_size=2)
+        report = import_file(session, path, actor="t", batch_size=2)
     assert report.created == 4
     with transaction(engine) as session:
         assert session.execute(select(IndexSnapshot.documents)).scalars().all() == [4]

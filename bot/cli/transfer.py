@@ -15,7 +15,10 @@ from sqlalchemy.orm import Session
 
 from bot.cli.base import Context, UserError, note, pass_context
 from playbook.models import STATUSES
-from playbook.transfer import io
+from playbook.transfer.export import write_bullets
+from playbook.transfer.imports import import_file
+from playbook.transfer.reports import ImportRefused
+from playbook.transfer.usage_log import write_usage
 
 
 class _Progress:
@@ -52,14 +55,14 @@ def import_(ctx: Context, path: Path) -> None:
     progress = _Progress(f"importing {path.name}")
     try:
         with ctx.transaction() as session:
-            report = io.import_file(
+            report = import_file(
                 session,
                 path,
                 actor=ctx.actor,
                 max_chars=ctx.settings.max_lesson_chars,
                 progress=progress.update,
             )
-    except io.ImportRefused as refused:
+    except ImportRefused as refused:
         if refused.total == 1:
             raise UserError(f"{path}: {refused.problems[0]}; nothing was imported") from None
         for problem in refused.problems:
@@ -108,8 +111,8 @@ def export(ctx: Context, fmt: str, output: Path | None, status: str, usage_log: 
 
     def write(session: Session, out: IO[str]) -> int:
         if usage_log:
-            return io.write_usage(session, out)
-        return io.write_bullets(session, out, fmt, statuses)  # type: ignore[arg-type]
+            return write_usage(session, out)
+        return write_bullets(session, out, fmt, statuses)  # type: ignore[arg-type]
 
     with ctx.transaction() as session:
         if output is None:
