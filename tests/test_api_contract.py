@@ -21,6 +21,8 @@ from webhooks import create_app
 
 from support import serving
 
+pytestmark = pytest.mark.slow
+
 MAINTAINER = "maintainer-token"
 AGENT = "agent-token-1"
 # Fixed, so CI fails the same way twice; `PLAYBOOK_FUZZ_SEED=` (empty) draws a new one.

@@ -160,6 +160,7 @@ def test_a_thousand_outcomes_on_seen_tickets_rate_nothing_without_pr_evidence(
     assert ranked_ids(api) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("success", [False, True], ids=["failure", "success"])
 def test_one_token_adds_at_most_one_rating_to_a_lesson_github_rated(
     api: Any, lessons: Engine, success: bool
@@ -185,6 +186,7 @@ def test_one_token_adds_at_most_one_rating_to_a_lesson_github_rated(
     assert other["discounted"] == {"needs_pr_evidence": 10}
 
 
+@pytest.mark.slow
 def test_the_bound_holds_whatever_github_said_before(engine: Engine) -> None:
     tickets = [f"T-{n}" for n in range(40)]
     saw(engine, *tickets)

@@ -307,6 +307,7 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+@pytest.mark.slow
 def test_gunicorn_workers_answer_the_same_sums(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine
 
 from bot.config import Settings
@@ -77,6 +78,7 @@ def _overlaps(runs: list[tuple[float, float]]) -> int:
     return sum(b[0] < a[1] for a, b in itertools.pairwise(runs))
 
 
+@pytest.mark.slow
 def test_two_processes_never_run_the_same_job_at_once(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:

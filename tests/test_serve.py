@@ -18,6 +18,8 @@ from webhooks.signatures import sign
 
 from support import GITHUB_SECRET, fixture_body, wait_until_up
 
+pytestmark = pytest.mark.slow
+
 
 def console(name: str = "playbook-bot") -> list[str]:
     script = Path(sys.executable).with_name(name)

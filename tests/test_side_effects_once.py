@@ -194,6 +194,7 @@ def start_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_workers_killed_mid_post_leave_exactly_one_comment_per_ticket(
     loop: Loop, database_url: str, tmp_path: Path
 ) -> None:

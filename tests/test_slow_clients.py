@@ -33,6 +33,8 @@ from webhooks.signatures import sign
 
 from support import GITHUB_SECRET, fixture_body, wait_until_up
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_CLIENTS = 50
 TOKEN = "maintainer-token"

@@ -288,6 +288,7 @@ def spawn_worker(database_url: str, record: Path, *args: str) -> subprocess.Pope
     return process
 
 
+@pytest.mark.slow
 def test_two_worker_processes_share_500_deliveries_without_doubles(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
@@ -306,6 +307,7 @@ def test_two_worker_processes_share_500_deliveries_without_doubles(
     assert len({pid for _delivery, pid in handled}) == 2
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_batch_leaves_nothing_lost_or_doubled(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:

@@ -309,6 +309,7 @@ def test_a_renewed_lease_keeps_other_workers_off(engine: Engine, settings: Setti
     assert (row(engine, row_id).status, row(engine, row_id).attempts) == ("done", 1)
 
 
+@pytest.mark.slow
 def test_two_workers_with_a_2s_lease_and_a_3s_handler_handle_each_row_once(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:

@@ -133,6 +133,7 @@ def test_a_removed_installation_stops_the_later_deliveries_of_its_batch(
     assert handled == [gone + 1]
 
 
+@pytest.mark.slow
 def test_a_laned_worker_killed_mid_batch_loses_nothing(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
