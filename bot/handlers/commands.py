@@ -16,7 +16,7 @@ from playbook.errors import PlaybookError
 from playbook.lessons import lifecycle
 from playbook.lessons.capture import Command, commands_in
 from playbook.outcomes import tracking
-from playbook.outcomes.evidence import cite, scope_of
+from playbook.outcomes.evidence import cite_later, scope_of
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -133,9 +133,7 @@ def github_comment(event: Event, services: Services) -> None:
     if data.issue.pull_request is not None:
         with db.transaction(services.engine) as session:
             tickets = tracking.tickets_of(session, ref.key)
-            cited = cite(
-                session, ref.key, tickets[0] if tickets else None, data.comment.body, "comment"
-            )
+            cited = cite_later(session, ref.key, data.comment.body, "comment")
         if tickets:
             learned_from, scope = tickets[0], scope_of(tickets[0], repo)
     found = commands_in(data.comment.body)
@@ -163,8 +161,7 @@ def github_review(event: Event, services: Services) -> None:
     key = f"{data.repository.full_name}#{data.pull_request.number}"
     body = (data.review or data.comment or payloads.ReviewBody()).body
     with db.transaction(services.engine) as session:
-        tickets = tracking.tickets_of(session, key)
-        if not cite(session, key, tickets[0] if tickets else None, body, "review"):
+        if not cite_later(session, key, body, "review"):
             raise Ignored("no known lesson id in the review")
 
 

@@ -10,8 +10,7 @@ from bot.handlers.context import effect
 from bot.handlers.pull_news import apply_pull_request
 from bot.handlers.router import Event, Router
 from playbook import clock, db
-from playbook.outcomes import tracking
-from playbook.outcomes.evidence import cite
+from playbook.outcomes.evidence import cite_later
 from playbook.outcomes.pull_outcome import Closer
 from playbook.outcomes.tracking import PullRequestState
 
@@ -58,12 +57,10 @@ def pull_request_changed(event: Event, services: Services) -> None:
     )
     apply_pull_request(services, seen, pr.body, [label.name for label in pr.labels], closer)
     if event.action == "synchronize":
-        with db.transaction(services.engine) as session:
-            tickets = tracking.tickets_of(session, seen.key)
-        cite_commits(services, seen, tickets[0] if tickets else None)
+        cite_commits(services, seen)
 
 
-def cite_commits(services: Services, seen: PullRequestState, ticket: str | None) -> None:
+def cite_commits(services: Services, seen: PullRequestState) -> None:
     """Bullet ids in the PR's commit messages are cites too (they need the GitHub API)."""
     ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
 
@@ -71,4 +68,4 @@ def cite_commits(services: Services, seen: PullRequestState, ticket: str | None)
     if not done or not found:
         return
     with db.transaction(services.engine) as session:
-        cite(session, seen.key, ticket, "\n".join(found), "commit")
+        cite_later(session, seen.key, "\n".join(found), "commit")

@@ -68,6 +68,15 @@ def cite(
     return len(events)
 
 
+def cite_later(session: Session, pr_key: str, text: str | None, origin: str) -> int:
+    """Record the cites in a text written in a PR after it was opened (a comment, review, commit).
+
+    They count for the first ticket the PR was linked to, as its body's cites usually do.
+    """
+    tickets = tracking.tickets_of(session, pr_key)
+    return cite(session, pr_key, tickets[0] if tickets else None, text, origin)
+
+
 def capture(
     session: Session, body: str | None, ticket: str, repo: str, url: str | None
 ) -> list[str]:
