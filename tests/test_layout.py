@@ -291,6 +291,20 @@ def test_imports_go_one_way() -> None:
     assert not offending, "imports against the layers:\n" + "\n".join(offending)
 
 
+def test_only_the_composition_imports_the_app_factory() -> None:
+    # The views share webhooks.runtime; the factory is imported by what builds and runs the
+    # app (and re-exported by the package for `from webhooks import create_app`).
+    builders = {"webhooks", "webhooks.wsgi", "webhooks.server", "webhooks.demo"}
+    offending = [
+        f"{_where(edge.source, edge.line)} imports webhooks.app"
+        for edge in GRAPH
+        if edge.target == "webhooks.app"
+        and edge.source not in builders
+        and not f"{edge.source}.".startswith(f"{COMPOSITION_ROOT}.")
+    ]
+    assert not offending, "the app factory imported by a view:\n" + "\n".join(offending)
+
+
 def test_no_import_by_a_name_computed_at_run_time() -> None:
     offending = [
         f"{_where(module, node.lineno)} calls {ast.unparse(node)}"
