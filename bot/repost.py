@@ -1,4 +1,8 @@
-"""Posting later the comments a delivery kept but could not post (its credentials were missing)."""
+"""Posting later the comments a delivery kept but could not post (its credentials were missing).
+
+`deliveries repost` posts them at once; /ui's "Post now" queues them for the worker
+(bot/handlers/reposts.py), which posts them here: no web request waits on GitHub or Jira.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from github.GithubException import GithubException
 from jira.exceptions import JIRAError
+from sqlalchemy.orm import Session
 
 from bot.effects import Effects, TicketRef
 from bot.handlers.context import publish
@@ -17,7 +22,7 @@ from playbook import db
 from playbook.deliveries import comments, inbox, side_effects
 from playbook.errors import PlaybookError
 from playbook.lessons import ids
-from playbook.models import SideEffect
+from playbook.models import Delivery, SideEffect
 from playbook.search import retrieval
 
 if TYPE_CHECKING:
@@ -111,22 +116,18 @@ def can_post_now(
     return out.missing(ref)
 
 
-def repost(services: Services, delivery_key: str) -> list[Reposted]:
-    """Post the comments a delivery (row id or GUID) skipped, as they were written then.
-
-    Each is posted through `publish`, in the delivery's log context, so its `done` effect
-    joins the same delivery and its comment slot keeps it to one comment: reposting twice,
-    or alongside a worker, posts once. Raises CredentialsMissing (before posting anything)
-    while a setting is still missing, and NothingToRepost when nothing is left to post.
-    """
-    with db.transaction(services.engine) as session:
-        delivery = inbox.get(session, delivery_key)
-        guid, fallback = delivery.delivery_id, delivery.installation_id
-        pending = side_effects.unposted(session, guid)
+def left_to_post(
+    services: Services, session: Session, delivery_key: str
+) -> tuple[Delivery, list[SideEffect], list[TicketRef]]:
+    """The delivery (row id or GUID), its comments left to post and their tickets, in the
+    caller's transaction; raises NothingToRepost or CredentialsMissing."""
+    delivery = inbox.get(session, delivery_key)
+    guid, fallback = delivery.delivery_id, delivery.installation_id
+    pending = side_effects.unposted(session, guid)
+    if not pending:
         kept = [
             e for e in side_effects.for_deliveries(session, [guid])[guid] if _is_kept_comment(e)
         ]
-    if not pending:
         why = (
             "its skipped comments were posted, or replaced by newer ones, since"
             if kept
@@ -140,11 +141,30 @@ def repost(services: Services, delivery_key: str) -> list[Reposted]:
             raise CredentialsMissing(
                 f"cannot post {comment_name(effect.purpose or '')} on {ref.key}: {missing}"
             )
+    return delivery, pending, refs
+
+
+def repost(services: Services, delivery_key: str, *, queued: bool = False) -> list[Reposted]:
+    """Post the comments a delivery (row id or GUID) skipped, as they were written then.
+
+    Each is posted through `publish`, in the delivery's log context, so its `done` effect
+    joins the same delivery and its comment slot keeps it to one comment: reposting twice,
+    or alongside a worker, posts once. Raises CredentialsMissing (before posting anything)
+    while a setting is still missing, and NothingToRepost when nothing is left to post.
+    With ``queued`` (the worker posting what `queue` queued) a failed post raises its own
+    error, for the worker to retry, wait or give up as for any delivery.
+    """
+    with db.transaction(services.engine) as session:
+        delivery, pending, refs = left_to_post(services, session, delivery_key)
+        guid = delivery.delivery_id
     with delivery_context(guid):
-        return [_post(services, effect, ref) for effect, ref in zip(pending, refs, strict=True)]
+        return [
+            _post(services, effect, ref, queued=queued)
+            for effect, ref in zip(pending, refs, strict=True)
+        ]
 
 
-def _post(services: Services, effect: SideEffect, ref: TicketRef) -> Reposted:
+def _post(services: Services, effect: SideEffect, ref: TicketRef, *, queued: bool) -> Reposted:
     """Post one kept comment; recording its lessons as loads once it is on the ticket."""
     purpose, body = effect.purpose or "", effect.body or ""
     bullet_ids = list(effect.bullet_ids) if effect.bullet_ids is not None else None
@@ -155,9 +175,10 @@ def _post(services: Services, effect: SideEffect, ref: TicketRef) -> Reposted:
         else None
     )
     what = comment_name(purpose)
-    try:
+
+    def send() -> str | None:
         # Replies are never edited once posted, as their handler posts them; lessons are.
-        comment_id = publish(
+        return publish(
             services,
             ref,
             purpose,
@@ -166,6 +187,11 @@ def _post(services: Services, effect: SideEffect, ref: TicketRef) -> Reposted:
             after=after,
             bullet_ids=bullet_ids,
         )
+
+    if queued:
+        return _posted(services, effect, ref, send())
+    try:
+        comment_id = send()
     except Deferred:
         raise CannotRepost(
             f"{what} on {ref.key} is being posted by another process; try again in a minute"
@@ -175,6 +201,15 @@ def _post(services: Services, effect: SideEffect, ref: TicketRef) -> Reposted:
         raise CannotRepost(
             f"posting {what} on {ref.key} failed ({describe(error)}); try again"
         ) from None
+    return _posted(services, effect, ref, comment_id)
+
+
+def _posted(
+    services: Services, effect: SideEffect, ref: TicketRef, comment_id: str | None
+) -> Reposted:
+    """What became of one kept comment once `publish` returned ``comment_id``."""
+    purpose, body = effect.purpose or "", effect.body or ""
+    what = comment_name(purpose)
     result = Reposted(effect.id, ref.target, ref.key, purpose, comment_id)
     if comment_id is not None:
         log.info("reposted %s on %s (comment %s)", what, ref.key, comment_id)

@@ -312,14 +312,13 @@ class Work:
     """A claimed row and the ticket it is about (told when it was received)."""
 
     row: Row
-    ticket: tuple[str, str] | None
+    ticket: str | None
     installation: bool  # a GitHub installation event: the rows after it must see its outcome
 
     @classmethod
     def of(cls, row: Row) -> Work:
         """The row with its stored ticket; its payload is parsed when its turn comes."""
-        ticket = (row.source, row.ticket_key) if row.ticket_key else None
-        return cls(row, ticket, (row.source, row.event) == ("github", "installation"))
+        return cls(row, row.ticket_key, (row.source, row.event) == ("github", "installation"))
 
 
 def _parse(row: Row) -> Event | Exception:
@@ -340,7 +339,7 @@ def _by_ticket(work: list[Work], lanes: int) -> list[list[Work]]:
     """
     if lanes == 1 or any(item.installation for item in work):
         return [work]
-    groups: dict[tuple[str, str] | None, list[Work]] = {}
+    groups: dict[str | None, list[Work]] = {}
     for item in work:
         groups.setdefault(item.ticket, []).append(item)
     return list(groups.values())

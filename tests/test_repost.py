@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -239,6 +240,49 @@ def test_repost_while_credentials_are_still_missing_exits_1_naming_the_setting(
     with_them = Services(engine=bot.engine, settings=bot.settings(credentials=True))
     assert repost.can_post_now(with_them, skipped) is None
     assert repost.can_post_now(with_them.out, skipped) is None
+
+
+def test_post_now_queues_the_kept_comment_and_the_worker_posts_it_once(bot: Bot) -> None:
+    from bot import repost
+    from bot.handlers import reposts
+
+    guid = bot.deliver()
+    bot.process(credentials=False)
+    [skipped] = bot.effects(guid)
+    without = Services(engine=bot.engine, settings=bot.settings(credentials=False))
+    with pytest.raises(repost.CredentialsMissing, match=re.escape(SETTING)):
+        reposts.queue(without, guid)
+    with_them = Services(engine=bot.engine, settings=bot.settings(credentials=True))
+    github_calls = len(bot.github.requests)
+
+    queued = reposts.queue(with_them, guid)
+    again = reposts.queue(with_them, guid)
+
+    # Queued, not posted: nothing went to GitHub, and twice asked is queued once.
+    assert queued.describe() == (
+        f"queued: the worker posts the lessons comment on {TICKET} shortly"
+    )
+    assert again.already and again.describe().startswith("already queued:")
+    assert len(bot.github.requests) == github_calls
+    with transaction(bot.engine) as session:
+        row_id = inbox.get(session, guid).id
+        assert reposts.queued_for(session, [row_id]) == {row_id}
+        task = inbox.get(session, reposts.queue_id(row_id))
+        assert (task.source, task.event, task.ticket_key) == ("playbook", "repost", TICKET)
+
+    bot.process(credentials=True)
+
+    [comment] = bot.bot_comments()
+    assert comment["body"] == f"{skipped.body}\n{MARKER}"
+    first, done = bot.effects(guid)  # the post joins the delivery that skipped it
+    assert (first.id, done.status, done.body) == (skipped.id, "done", skipped.body)
+    assert loads(bot.engine) == [("pb-1", TICKET), ("pb-2", TICKET)]
+    with transaction(bot.engine) as session:
+        assert reposts.queued_for(session, [row_id]) == set()
+        assert inbox.get(session, reposts.queue_id(row_id)).status == "done"
+    with pytest.raises(repost.NothingToRepost):
+        reposts.queue(with_them, guid)
+    assert len(bot.github.calls("POST", f"/repos/{REPO}/issues/1/comments")) == 1
 
 
 def test_done_comments_store_their_body(bot: Bot, cli) -> None:

@@ -1,6 +1,6 @@
 """Event handlers, one module per behaviour, each with its own router; combined here."""
 
-from bot.handlers import commands, installations, pull_requests, retrieve_and_comment
+from bot.handlers import commands, installations, pull_requests, reposts, retrieve_and_comment
 from bot.handlers.context import Ignored, PermanentError
 from bot.handlers.router import IGNORED, Event, Router
 
@@ -10,6 +10,7 @@ router = Router(
     installations.router,
     pull_requests.router,
     retrieve_and_comment.router,
+    reposts.router,
 )
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "commands",
     "installations",
     "pull_requests",
+    "reposts",
     "retrieve_and_comment",
     "router",
 ]

@@ -345,6 +345,52 @@ def known(session: Session, source: str, delivery_ids: Collection[str]) -> set[s
     return set(session.scalars(query))
 
 
+def enqueue(
+    session: Session,
+    *,
+    source: str,
+    event: str,
+    delivery_id: str,
+    payload: str,
+    ticket_key: str | None = None,
+) -> bool:
+    """Queue work of the bot's own for the worker under a fixed delivery id (one per task).
+
+    Stored new, or run again from a clean slate if it finished; False when it already waits
+    for a worker (or a worker has it in hand), so asking twice queues it once.
+    """
+    if accept(
+        session,
+        source=source,
+        event=event,
+        delivery_id=delivery_id,
+        payload=payload,
+        ticket_key=ticket_key,
+    ):
+        return True
+    row = session.scalars(
+        select(Delivery).where(Delivery.source == source, Delivery.delivery_id == delivery_id)
+    ).one()
+    if row.status in ("pending", "failed"):
+        return False
+    row.payload = payload
+    replay(session, [row])
+    return True
+
+
+def waiting(session: Session, source: str, delivery_ids: Collection[str]) -> set[str]:
+    """Which of these delivery ids of ``source`` wait for a worker (pending, or failed and
+    to be tried again)."""
+    if not delivery_ids:
+        return set()
+    query = select(Delivery.delivery_id).where(
+        Delivery.source == source,
+        Delivery.delivery_id.in_(list(delivery_ids)),
+        Delivery.status.in_(("pending", "failed")),
+    )
+    return set(session.scalars(query))
+
+
 def replay_transient(session: Session, since: datetime) -> int:
     """Queue again the deliveries received since ``since`` that died of passing trouble."""
     dead = session.scalars(

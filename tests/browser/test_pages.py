@@ -390,6 +390,8 @@ def test_pages_fit_a_phone(serve: Any, page_for: Any) -> None:
 
 
 def test_post_now_posts_a_skipped_comment_once(serve: Any, page_for: Any) -> None:
+    from bot.worker import Services, Worker
+
     from fakes.github import FakeGitHub
 
     github = FakeGitHub()
@@ -412,10 +414,19 @@ def test_post_now_posts_a_skipped_comment_once(serve: Any, page_for: Any) -> Non
         page.goto(f"{site.url}/ui/deliveries")
         card = page.locator(f"#delivery-{ids['dead']}")
         card.get_by_role("button", name="Post now").click()
-        expect(page.locator(".flash.ok")).to_contain_text("posted the lessons comment")
+        # The page queues the post for the worker: the request itself never calls GitHub.
+        expect(page.locator(".flash.ok")).to_contain_text("queued: the worker posts")
+        assert github.comments_on("acme/api", 5) == []
+        card = page.locator(f"#delivery-{ids['dead']}")
+        expect(card.get_by_role("button")).to_have_count(0)
+        expect(card).to_contain_text("queued")
+        worker = Worker(Services(engine=site.engine, settings=site.settings), name="browser")
+        while worker.run_once():
+            pass
         posted = github.comments_on("acme/api", 5)
         assert len(posted) == 1 and f"Lessons that may help: {ids['retry']}" in posted[0]["body"]
         # Posted: the button is gone, and the comment is logged as done for the delivery.
+        page.reload()
         expect(page.locator(f"#delivery-{ids['dead']}").get_by_role("button")).to_have_count(0)
         expect(page.locator(f"#delivery-{ids['dead']}")).to_contain_text("posted")
         again = page.request.post(

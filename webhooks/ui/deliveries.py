@@ -10,6 +10,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from bot import repost
+from bot.handlers import reposts
 from bot.services import Services
 from playbook import db
 from playbook.deliveries import inbox, side_effects
@@ -38,11 +39,13 @@ class Card:
     delivery: Delivery
     ticket: str | None
     effects: list[Effect]
+    queued: bool = False  # "Post now" was pressed: the worker posts its comments shortly
 
 
 def _cards(session: Any, rows: list[Delivery]) -> list[Card]:
     effects = side_effects.for_deliveries(session, [row.delivery_id for row in rows])
     services = _services()
+    queued = reposts.queued_for(session, [row.id for row in rows])
     cards = []
     for row in rows:
         mine = effects.get(row.delivery_id, [])
@@ -56,7 +59,7 @@ def _cards(session: Any, rows: list[Delivery]) -> list[Card]:
             for effect in mine
         ]
         ticket = next((e.ticket_key for e in mine if e.ticket_key), None) or row.ticket_key
-        cards.append(Card(row, ticket, shown))
+        cards.append(Card(row, ticket, shown, row.id in queued))
     return cards
 
 
@@ -104,14 +107,14 @@ def delivery(delivery_id: str) -> str:
 
 
 def post_now(delivery_id: str) -> Response:
-    """Post the comments a delivery could not post when it ran (credentials were missing)."""
+    """Queue the comments a delivery could not post when it ran (credentials were missing):
+    the worker posts them; this request never waits on GitHub or Jira."""
     try:
-        done = repost.repost(_services(), delivery_id[:200])
+        queued = reposts.queue(_services(), delivery_id[:200])
     except PlaybookError as problem:
         flash(str(problem), "error")
     else:
-        for result in done:
-            flash(result.describe(), "ok")
+        flash(queued.describe(), "ok")
     back = request.form.get("back", "")
     return redirect(
         access.safe_next(back) if back else url_for("ui.delivery", delivery_id=delivery_id)
