@@ -22,9 +22,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Claim:
-    """One delivery in a worker's hands: the inbox row, the worker and its lease."""
+    """One delivery in a worker's hands: the delivery (its `Delivery.id`), the worker and its
+    lease."""
 
-    row_id: int
+    delivery: int
     worker: str
     lease: timedelta
     engine: Engine
@@ -33,7 +34,7 @@ class Claim:
     @property
     def holder(self) -> str:
         """The name reservations are made under: the delivery, whichever worker runs it."""
-        return f"delivery:{self.row_id}"
+        return f"delivery:{self.delivery}"
 
 
 # The delivery being handled in this thread; None outside the worker (CLI, backfill, demo).
@@ -51,14 +52,14 @@ def check() -> None:
         return
     keeper = claim.keeper
     if keeper is not None:
-        if keeper.lost(claim.row_id):
-            raise LeaseLost(f"delivery {claim.row_id} is now another worker's")
+        if keeper.lost(claim.delivery):
+            raise LeaseLost(f"delivery {claim.delivery} is now another worker's")
         if keeper.fresh():
             return  # renewed under half a lease ago: no other worker can have claimed it
     with db.transaction(claim.engine) as session:
-        owned = inbox.renew(session, [claim.row_id], claim.worker, claim.lease)
-    if claim.row_id not in owned:
-        raise LeaseLost(f"delivery {claim.row_id} is now another worker's")
+        owned = inbox.renew(session, [claim.delivery], claim.worker, claim.lease)
+    if claim.delivery not in owned:
+        raise LeaseLost(f"delivery {claim.delivery} is now another worker's")
     if keeper is not None:
         keeper.touch()
 
@@ -74,10 +75,11 @@ def handling(claim: Claim) -> Iterator[None]:
 
 
 class LeaseKeeper:
-    """Renews the leases of the rows a worker holds, and its heartbeat, every third of a lease.
+    """Renews the leases of the deliveries a worker holds, and its heartbeat, every third of a
+    lease.
 
     Without renewal a handler slower than the lease (a slow GitHub, a long retry) would let
-    a second worker take the same row and act twice.
+    a second worker take the same delivery and act twice.
     """
 
     def __init__(self, engine: Engine, worker: str, lease: timedelta, started_at: datetime) -> None:
@@ -89,33 +91,33 @@ class LeaseKeeper:
         self._held: set[int] = set()
         self._lost: set[int] = set()
         self._lock = threading.Lock()
-        # When the held rows' leases were last taken or renewed (monotonic seconds).
+        # When the held deliveries' leases were last taken or renewed (monotonic seconds).
         self._renewed_at = 0.0
 
     def touch(self) -> None:
-        """Note that the held rows' leases were just taken or renewed."""
+        """Note that the held deliveries' leases were just taken or renewed."""
         self._renewed_at = time.monotonic()
 
     def fresh(self) -> bool:
         """Whether the leases were renewed under half a lease ago.
 
-        A row's lease then still has over half its length to run in the database, so no
+        A delivery's lease then still has over half its length to run in the database, so no
         other worker can have claimed it: acting needs no round trip to check.
         """
         return time.monotonic() - self._renewed_at < self.lease.total_seconds() / 2
 
-    def lost(self, row_id: int) -> bool:
-        """Whether renewal found ``row_id`` taken by another worker."""
+    def lost(self, delivery: int) -> bool:
+        """Whether renewal found ``delivery`` (a `Delivery.id`) taken by another worker."""
         with self._lock:
-            return row_id in self._lost
+            return delivery in self._lost
 
-    def release(self, row_id: int) -> None:
-        """Stop renewing a row once its outcome is recorded."""
+    def release(self, delivery: int) -> None:
+        """Stop renewing a delivery once its outcome is recorded."""
         with self._lock:
-            self._held.discard(row_id)
+            self._held.discard(delivery)
 
     def renew_now(self) -> None:
-        """Renew every held row once and beat the heart; never raises."""
+        """Renew every held delivery once and beat the heart; never raises."""
         with self._lock:
             held = set(self._held)
         try:
@@ -132,12 +134,12 @@ class LeaseKeeper:
             log.warning("lease renewal failed: %s", type(error).__name__)
 
     @contextmanager
-    def holding(self, row_ids: list[int]) -> Iterator[None]:
-        """Renew ``row_ids`` in a background thread for the duration of the block."""
+    def holding(self, deliveries: list[int]) -> Iterator[None]:
+        """Renew ``deliveries`` (`Delivery.id`s) in a background thread for the block."""
         with self._lock:
-            self._held = set(row_ids)
+            self._held = set(deliveries)
             self._lost = set()
-        self.touch()  # the claim that handed us these rows set their leases just now
+        self.touch()  # the claim that handed us these deliveries set their leases just now
         stop = threading.Event()
 
         def keep() -> None:

@@ -12,7 +12,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -35,41 +34,18 @@ T = TypeVar("T")
 __all__ = ["PermanentError", "Services", "Worker", "start_thread"]
 
 
-@dataclass(frozen=True)
-class Row:
-    """An inbox row as the worker takes it: plain values, parsed only once it is claimed."""
-
-    id: int
-    delivery_id: str
-    source: str
-    event: str
-    action: str | None
-    payload: str
-    installation_id: int | None
-    ticket_key: str | None
-
-    @classmethod
-    def of(cls, delivery: Delivery) -> Row:
-        """Copy the fields the worker needs out of a claimed row."""
-        return cls(
-            delivery.id,
-            delivery.delivery_id,
-            delivery.source,
-            delivery.event,
-            delivery.action,
-            delivery.payload,
-            delivery.installation_id,
-            delivery.ticket_key,
-        )
-
-    @property
-    def label(self) -> str:
-        """``github pull_request.closed``, for log lines."""
-        return f"{self.source} {self.event}{f'.{self.action}' if self.action else ''}"
+def label(delivery: Delivery) -> str:
+    """``github pull_request.closed``, for log lines."""
+    action = f".{delivery.action}" if delivery.action else ""
+    return f"{delivery.source} {delivery.event}{action}"
 
 
 class Worker:
-    """Claims due deliveries and records exactly one outcome for each attempt it finishes."""
+    """Claims due deliveries and records exactly one outcome for each attempt it finishes.
+
+    A delivery is the inbox's `Delivery` throughout: claimed, grouped by its stored ticket,
+    handled (its payload parsed into the handlers' `Event` when its turn comes), recorded.
+    """
 
     def __init__(
         self,
@@ -96,7 +72,7 @@ class Worker:
         self.lanes = max(lanes, 1)
         self._pool: ThreadPoolExecutor | None = None
         # The batch in hand, and its installations that were removed.
-        self._batch: list[Row] = []
+        self._batch: list[Delivery] = []
         self._removed: set[int] = set()
 
     def run_once(self) -> int:
@@ -109,21 +85,22 @@ class Worker:
                 lease=self.lease,
                 max_attempts=self.policy.max_attempts,
             )
-            batch = [Row.of(delivery) for delivery in claimed]
+            # Claimed rows stay readable after the commit (sessions do not expire on commit).
+            batch = list(claimed)
             # Read once per batch, in the claim's transaction, not once per delivery.
             self._removed = _removed_installations(session, batch)
         if not batch:
             return 0
         self._batch = batch
-        groups = _by_ticket([Work.of(row) for row in batch], self.lanes)
-        with self.keeper.holding([row.id for row in batch]):
+        groups = _by_ticket(batch, self.lanes)
+        with self.keeper.holding([delivery.id for delivery in batch]):
             if len(groups) == 1:
                 self._run_group(groups[0])
             else:
                 self._run_lanes(groups)
         return len(batch)
 
-    def _run_lanes(self, groups: list[list[Work]]) -> None:
+    def _run_lanes(self, groups: list[list[Delivery]]) -> None:
         # The lanes' database round trips and commits overlap, which is where a delivery's
         # time goes. Each lane takes the next ticket's deliveries when it is free, so one
         # slow delivery holds up only its own ticket; one lane runs here, the others in the pool.
@@ -149,53 +126,56 @@ class Worker:
             # without lanes, once every lane has stopped.
             future.result()
 
-    def _run_group(self, group: list[Work]) -> None:
-        for work in group:
-            with delivery_context(work.row.delivery_id):
-                self._process(work.row, _parse(work.row))
-            if work.installation:
-                # The batch's later rows may be for the installation this one removed.
+    def _run_group(self, group: list[Delivery]) -> None:
+        for delivery in group:
+            with delivery_context(delivery.delivery_id):
+                self._process(delivery, _parse(delivery))
+            if _is_installation(delivery):
+                # The batch's later deliveries may be for the installation this one removed.
                 with db.transaction(self.services.engine) as session:
                     self._removed = _removed_installations(session, self._batch)
 
-    def _process(self, row: Row, parsed: Event | Exception) -> None:
-        # Anything a delivery can raise ends here as an outcome of that row: no delivery,
-        # however malformed, may stop the worker.
-        if self.keeper.lost(row.id):
-            log.warning("%s: another worker took it over; left to that worker", row.label)
+    def _process(self, delivery: Delivery, parsed: Event | Exception) -> None:
+        # Anything a delivery can raise ends here as its outcome: no delivery, however
+        # malformed, may stop the worker.
+        what = label(delivery)
+        if self.keeper.lost(delivery.id):
+            log.warning("%s: another worker took it over; left to that worker", what)
             return
         started = time.perf_counter()
-        claim = Claim(row.id, self.name, self.lease, self.services.engine, self.keeper)
+        claim = Claim(delivery.id, self.name, self.lease, self.services.engine, self.keeper)
         try:
             with claims.handling(claim):
-                status, reason = self._dispatch(row, parsed)
+                status, reason = self._dispatch(delivery, parsed)
         except LeaseLost as lost:
-            log.warning("%s: %s; it posts nothing more for it", row.label, lost)
+            log.warning("%s: %s; it posts nothing more for it", what, lost)
             return
         except Deferred as deferred:
-            outcome = self._defer(row, str(deferred), deferred)
-            metrics.finished(row.source, row.event, outcome, started)
+            outcome = self._defer(delivery, str(deferred), deferred)
+            metrics.finished(delivery.source, delivery.event, outcome, started)
             return
         except Exception as error:
-            outcome = self._failed(row, error)
-            metrics.finished(row.source, row.event, outcome, started)
+            outcome = self._failed(delivery, error)
+            metrics.finished(delivery.source, delivery.event, outcome, started)
             return
         finally:
-            self.keeper.release(row.id)
+            self.keeper.release(delivery.id)
         written, recorded = self._record(
-            lambda session: inbox.complete(session, row.id, self.name, status=status, reason=reason)
+            lambda session: inbox.complete(
+                session, delivery.id, self.name, status=status, reason=reason
+            )
         )
         if not written:
             return
-        metrics.finished(row.source, row.event, status if recorded else None, started)
+        metrics.finished(delivery.source, delivery.event, status if recorded else None, started)
         if not recorded:
-            log.warning("%s finished, but another worker owns it now", row.label)
+            log.warning("%s finished, but another worker owns it now", what)
         elif status == "ignored":
-            log.info("%s ignored: %s", row.label, reason)
+            log.info("%s ignored: %s", what, reason)
         else:
-            log.info("%s done", row.label)
+            log.info("%s done", what)
 
-    def _dispatch(self, row: Row, event: Event | Exception) -> tuple[str, str | None]:
+    def _dispatch(self, delivery: Delivery, event: Event | Exception) -> tuple[str, str | None]:
         if isinstance(event, Exception):
             raise event  # an unreadable payload (a PermanentError) ends dead, with its reason
         if self._removed_installation(event):
@@ -203,8 +183,8 @@ class Worker:
         handlers = self.handlers.handlers_for(event)
         if not handlers:
             if (event.source, event.name) in IGNORED:
-                return "ignored", f"{row.label} is on the ignore list"
-            return "ignored", f"no handler for {row.label}"
+                return "ignored", f"{label(delivery)} is on the ignore list"
+            return "ignored", f"no handler for {label(delivery)}"
         reasons: list[str] = []
         acted = False
         for handler in handlers:
@@ -222,17 +202,17 @@ class Worker:
             return False
         return event.installation_id in self._removed
 
-    def _failed(self, row: Row, error: Exception) -> str | None:
+    def _failed(self, delivery: Delivery, error: Exception) -> str | None:
         """Record a failed attempt; returns the outcome recorded, or None if none was."""
         failure = classify(error)
         if failure.kind == "rate_limited" and failure.until is not None:
-            return self._defer(row, failure.reason, Deferred(failure.reason, failure.until))
+            return self._defer(delivery, failure.reason, Deferred(failure.reason, failure.until))
         reason = redact(failure.reason)
         trace = redact("".join(traceback.format_exception(error)))
         written, status = self._record(
             lambda session: inbox.fail(
                 session,
-                row.id,
+                delivery.id,
                 self.name,
                 reason,
                 kind=failure.kind,
@@ -243,24 +223,24 @@ class Worker:
         if not written:
             return None
         if status is None:
-            log.warning("%s failed (%s), but another worker owns it now", row.label, reason)
+            log.warning("%s failed (%s), but another worker owns it now", label(delivery), reason)
             return None
         level = logging.ERROR if status == "dead" else logging.WARNING
-        log.log(level, "%s %s (%s): %s", row.label, status, failure.kind, reason)
+        log.log(level, "%s %s (%s): %s", label(delivery), status, failure.kind, reason)
         return status
 
-    def _defer(self, row: Row, reason: str, deferred: Deferred) -> str | None:
+    def _defer(self, delivery: Delivery, reason: str, deferred: Deferred) -> str | None:
         """Record that the delivery waits; returns "deferred", or None if nothing was recorded."""
         written, done = self._record(
-            lambda session: inbox.defer(session, row.id, self.name, deferred.until, reason)
+            lambda session: inbox.defer(session, delivery.id, self.name, deferred.until, reason)
         )
         if not (written and done):
             return None
-        log.info("%s waits until %s: %s", row.label, deferred.until.isoformat(), reason)
+        log.info("%s waits until %s: %s", label(delivery), deferred.until.isoformat(), reason)
         return "deferred"
 
     def _record(self, write: Callable[[Any], T]) -> tuple[bool, T | None]:
-        # The outcome could not be written (database down): the row stays claimed and
+        # The outcome could not be written (database down): the delivery stays claimed and
         # comes back when its lease runs out, so nothing is lost or marked done wrongly.
         try:
             with db.transaction(self.services.engine) as session:
@@ -307,47 +287,42 @@ class Worker:
 # their round trips and commit flushes overlap instead of queueing one behind the other.
 DEFAULT_LANES = 4
 
-@dataclass(frozen=True)
-class Work:
-    """A claimed row and the ticket it is about (told when it was received)."""
 
-    row: Row
-    ticket: str | None
-    installation: bool  # a GitHub installation event: the rows after it must see its outcome
-
-    @classmethod
-    def of(cls, row: Row) -> Work:
-        """The row with its stored ticket; its payload is parsed when its turn comes."""
-        return cls(row, row.ticket_key, (row.source, row.event) == ("github", "installation"))
-
-
-def _parse(row: Row) -> Event | Exception:
-    """The row's event, or the error its payload raised (recorded as that row's outcome)."""
+def _parse(delivery: Delivery) -> Event | Exception:
+    """The delivery's payload as the handlers' Event, or the error it raised (recorded as
+    the delivery's outcome)."""
     try:
-        return Event.from_row(row)
+        return Event.from_row(delivery)
     except Exception as error:
         return error
 
 
-def _by_ticket(work: list[Work], lanes: int) -> list[list[Work]]:
-    """The batch's deliveries grouped by ticket, in order; lanes run groups side by side.
+def _is_installation(delivery: Delivery) -> bool:
+    """A GitHub installation event: the deliveries after it must see its outcome."""
+    return (delivery.source, delivery.event) == ("github", "installation")
+
+
+def _by_ticket(batch: list[Delivery], lanes: int) -> list[list[Delivery]]:
+    """The batch's deliveries grouped by their stored ticket, in order; lanes run groups
+    side by side.
 
     Two deliveries for one ticket never run at once (the later would wait for the earlier's
-    comment slot, and a group keeps them in order); rows whose ticket cannot be told form one
-    group, in order. With one lane, or an installation event in the batch (the rows after it
-    must see its outcome), the whole batch is one group.
+    comment slot, and a group keeps them in order); deliveries whose ticket cannot be told
+    form one group, in order. GitHub keys (``owner/repo#12``) and Jira keys (``PB-12``) never
+    look alike. With one lane, or an installation event in the batch (the deliveries after
+    it must see its outcome), the whole batch is one group.
     """
-    if lanes == 1 or any(item.installation for item in work):
-        return [work]
-    groups: dict[str | None, list[Work]] = {}
-    for item in work:
-        groups.setdefault(item.ticket, []).append(item)
+    if lanes == 1 or any(_is_installation(delivery) for delivery in batch):
+        return [batch]
+    groups: dict[str | None, list[Delivery]] = {}
+    for delivery in batch:
+        groups.setdefault(delivery.ticket_key, []).append(delivery)
     return list(groups.values())
 
 
-def _removed_installations(session: Session, rows: list[Row]) -> set[int]:
-    """The installations of ``rows`` that were removed (GitHub deliveries only)."""
-    ids = {row.installation_id for row in rows if row.source == "github" and row.installation_id}
+def _removed_installations(session: Session, batch: list[Delivery]) -> set[int]:
+    """The installations of the batch's deliveries that were removed (GitHub's only)."""
+    ids = {d.installation_id for d in batch if d.source == "github" and d.installation_id}
     return installations.removed(session, ids)
 
 
