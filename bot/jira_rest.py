@@ -2,7 +2,7 @@
 
 Everything else goes through the library's public API (bot/jira.py). These three go
 straight to Jira's REST v2 with a session built from our own credentials, so nothing
-depends on the library's private attributes; tests/test_jira_rest.py fails if a path or a
+depends on the library's private attributes; tests/bot/test_jira_rest.py fails if a path or a
 shape we rely on changes:
 
 - ``POST issue/{key}/comment`` with ``properties``: a comment and its marker in one request

@@ -15,8 +15,7 @@ from sqlalchemy.engine import make_url
 from playbook import clock, db
 from playbook.models import Base, PlaybookMeta
 from playbook.search import retrieval
-
-from support import GITHUB_SECRET, JIRA_SECRET, fixture_body
+from tests.support import GITHUB_SECRET, JIRA_SECRET, fixture_body
 
 PG_ENV = "PLAYBOOK_TEST_DATABASE_URL"
 
@@ -150,7 +149,7 @@ def deliver(client):
 @pytest.fixture
 def loop(engine: Engine, database_url: str):
     """The whole bot against fake GitHub and Jira servers (see loop_harness)."""
-    from loop_harness import start_loop
+    from tests.loop_harness import start_loop
 
     running = start_loop(engine, database_url)
     yield running

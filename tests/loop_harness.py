@@ -13,12 +13,11 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.worker import Services, Worker
+from tests.fakes.github import FakeGitHub
+from tests.fakes.jira import FakeJira
+from tests.support import FIXTURES, GITHUB_SECRET, JIRA_SECRET
 from webhooks import create_app
 from webhooks.signatures import sign
-
-from fakes.github import FakeGitHub
-from fakes.jira import FakeJira
-from support import FIXTURES, GITHUB_SECRET, JIRA_SECRET
 
 APP_ID = 4242
 INSTALLATION = 777

@@ -21,7 +21,10 @@ from playbook.deliveries import inbox
 from playbook.deliveries.tickets import ticket_key
 from playbook.models import Delivery
 
-FIXTURES = Path(__file__).parent / "fixtures"
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+FIXTURES = TESTS / "fixtures"
+DATA = TESTS / "data"
 GITHUB_SECRET = "It's a Secret to Everybody"
 JIRA_SECRET = "jira-webhook-secret"
 

@@ -195,7 +195,7 @@ def test_manifest_subscribes_to_the_events_the_handlers_register() -> None:
 
 
 def test_manifest_asks_for_exactly_the_permissions_the_calls_need() -> None:
-    from fakes.github import FakeGitHub
+    from tests.fakes.github import FakeGitHub
 
     calls = {
         (method, rule.rule)

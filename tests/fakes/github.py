@@ -11,7 +11,7 @@ from typing import Any
 import jwt
 from flask import request
 
-from fakes.server import FakeServer
+from tests.fakes.server import FakeServer
 
 
 def _iso(value: datetime) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import request
 
-from fakes.server import FakeServer
+from tests.fakes.server import FakeServer
 
 # The account the bot's credentials belong to, as Jira Cloud describes it.
 BOT = {"accountId": "bot", "key": "bot", "name": "playbook-bot", "displayName": "playbook-bot"}

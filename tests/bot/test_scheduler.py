@@ -1,0 +1,117 @@
+"""Leases and the schedule: one process leads, and a job never runs twice at once."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from bot.config import Settings
+from bot.scheduler import run_exclusively, start
+from playbook import clock
+from playbook.deliveries import leases
+from tests.support import ROOT
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_a_lease_has_one_holder_until_it_expires(engine: Engine) -> None:
+    ttl = timedelta(minutes=2)
+    with clock.frozen(T0):
+        assert leases.acquire(engine, "scheduler", "a", ttl)
+        assert not leases.acquire(engine, "scheduler", "b", ttl)
+        assert leases.acquire(engine, "scheduler", "a", ttl)  # renewal
+    with clock.frozen(T0 + timedelta(minutes=1)):
+        assert not leases.acquire(engine, "scheduler", "b", ttl)
+    with clock.frozen(T0 + timedelta(minutes=3)):  # a died and stopped renewing
+        assert leases.acquire(engine, "scheduler", "b", ttl)
+        assert not leases.acquire(engine, "scheduler", "a", ttl)
+        leases.release(engine, "scheduler", "b")
+        assert leases.acquire(engine, "scheduler", "a", ttl)
+
+
+def test_only_the_leader_runs_jobs(engine: Engine) -> None:
+    ran: list[str] = []
+    assert run_exclusively(engine, "prune", "leader", lambda: ran.append("leader"))
+    assert not run_exclusively(engine, "prune", "follower", lambda: ran.append("follower"))
+    assert ran == ["leader"]
+
+
+def test_a_job_still_running_is_not_started_by_a_new_leader(engine: Engine) -> None:
+    nested: list[bool] = []
+
+    def long_job() -> None:
+        # The run outlives the leader lease; another process takes over the schedule...
+        with clock.frozen(T0 + timedelta(minutes=5)):
+            nested.append(run_exclusively(engine, "prune", "new-leader", lambda: None))
+
+    with clock.frozen(T0):
+        assert run_exclusively(engine, "prune", "old-leader", long_job)
+    assert nested == [False]  # ...but the job lease keeps it from starting the same job
+    with clock.frozen(T0 + timedelta(minutes=6)):
+        assert run_exclusively(engine, "prune", "new-leader", lambda: None)
+
+
+def _two_processes(database_url: str, log_file: Path, *extra: str) -> list[tuple[float, float]]:
+    """Run the job loop in two processes started together; their runs, in start order."""
+    script = Path(__file__).with_name("scheduler_process.py")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # Both begin at the same moment, after both have imported everything (a second or two):
+    # otherwise the first could finish its rounds before the second starts, and a broken
+    # lock would go unseen.
+    start_at = f"{time.time() + 4:.3f}"
+    args = [sys.executable, str(script), database_url, str(log_file), "40", start_at, *extra]
+    processes = [subprocess.Popen(args, env=env) for _ in range(2)]
+    for process in processes:
+        assert process.wait(timeout=120) == 0
+    rows = (line.split() for line in log_file.read_text().splitlines())
+    return sorted((float(start), float(end)) for _holder, start, end in rows)
+
+
+def _overlaps(runs: list[tuple[float, float]]) -> int:
+    return sum(b[0] < a[1] for a, b in itertools.pairwise(runs))
+
+
+@pytest.mark.slow
+def test_two_processes_never_run_the_same_job_at_once(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    runs = _two_processes(database_url, tmp_path / "runs.txt")
+    assert len(runs) >= 10
+    assert _overlaps(runs) == 0, "two runs of the job overlapped"
+    # The same two processes without the lock do overlap: the check above can fail.
+    unlocked = _two_processes(database_url, tmp_path / "unlocked.txt", "unlocked")
+    assert _overlaps(unlocked) > 0
+
+
+def test_scheduler_registers_the_upkeep_jobs(engine: Engine, database_url: str) -> None:
+    settings = Settings(
+        _env_file=None, PLAYBOOK_DATABASE_URL=database_url, PLAYBOOK_PRUNE_SCHEDULE="15 4 * * *"
+    )
+    scheduler = start(engine, settings, holder="test")
+    assert scheduler is not None
+    try:
+        jobs = {job.id: job for job in scheduler.get_jobs()}
+        assert set(jobs) == {"prune", "reconcile", "retry", "purge"}
+        assert (
+            str(jobs["prune"].trigger)
+            == "cron[month='*', day='*', day_of_week='*', hour='4', minute='15']"
+        )
+    finally:
+        scheduler.shutdown(wait=False)
+    assert start(engine, settings.model_copy(update={"scheduler_enabled": False})) is None
+
+
+def test_bad_crontab_setting_is_named() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="not a crontab expression"):
+        Settings(_env_file=None, PLAYBOOK_PRUNE_SCHEDULE="every day")

@@ -1,0 +1,105 @@
+"""`playbook-bot serve` and `worker` as real processes: a delivery goes in and gets processed."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support import GITHUB_SECRET, fixture_body, wait_until_up
+from webhooks.signatures import sign
+
+pytestmark = pytest.mark.slow
+
+
+def console(name: str = "playbook-bot") -> list[str]:
+    script = Path(sys.executable).with_name(name)
+    return [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def request(url: str, body: bytes | None = None, headers: dict[str, str] | None = None):
+    req = urllib.request.Request(
+        url, data=body, headers=headers or {}, method="POST" if body else "GET"
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYBOOK_", "GITHUB_"))}
+    env |= {
+        "GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
+        "PLAYBOOK_WORKER_POLL_SECONDS": "0.1",
+        "LOG_FORMAT": "json",
+    }
+    process = subprocess.Popen(
+        [*console(), "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, process)
+        yield url, tmp_path, env
+    finally:
+        process.terminate()
+        _out, err = process.communicate(timeout=30)
+        (tmp_path / "server.log").write_text(err)
+
+
+def test_serve_receives_and_processes_on_the_sqlite_default(served) -> None:
+    url, cwd, env = served
+    body = fixture_body("issues.opened")
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": "serve-1",
+        "X-Hub-Signature-256": sign(GITHUB_SECRET, body),
+    }
+    assert request(f"{url}/webhooks/github", body, headers) == (
+        202,
+        {"status": "accepted", "delivery": "serve-1"},
+    )
+    assert request(f"{url}/webhooks/github", body, headers)[1]["status"] == "duplicate"
+    status, ready = request(f"{url}/readyz")
+    assert (status, ready["status"], ready["workers"]) == (200, "ok", 1)
+    bad = dict(headers, **{"X-Hub-Signature-256": sign("wrong", body)})
+    assert request(f"{url}/webhooks/github", body, bad)[0] == 401
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        listing = subprocess.run(
+            [*console(), "deliveries", "list", "--json"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows = json.loads(listing.stdout)
+        if rows and rows[0]["status"] == "done":
+            break
+        time.sleep(0.2)
+    assert [(row["delivery_id"], row["status"]) for row in rows] == [("serve-1", "done")]
+    assert (cwd / "playbook.db").exists()

@@ -1,0 +1,85 @@
+"""Schemathesis against the live API, from its own OpenAPI document, with both kinds of token.
+
+Every check schemathesis has: no server errors, every response (status, content type, body)
+as documented, schema-valid requests accepted, schema-violating ones refused, 401 without a
+token and 405 for undocumented methods.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine
+
+from playbook.db import transaction
+from playbook.lessons import lifecycle
+from tests.support import serving
+from webhooks import create_app
+
+pytestmark = pytest.mark.slow
+
+MAINTAINER = "maintainer-token"
+AGENT = "agent-token-1"
+# Fixed, so CI fails the same way twice; `PLAYBOOK_FUZZ_SEED=` (empty) draws a new one.
+SEED = os.environ.get("PLAYBOOK_FUZZ_SEED", "20261123")
+EXAMPLES = os.environ.get("PLAYBOOK_FUZZ_EXAMPLES", "25")
+
+
+@pytest.fixture
+def live_api(engine: Engine, settings) -> Iterator[str]:
+    """The real app on a free port, with lessons in each status to find and act on."""
+    with transaction(engine) as session:
+        lifecycle.add(
+            session, "Retry webhooks with an idempotency key", learned_from="CTMS-1", actor="t"
+        )
+        lifecycle.add(
+            session,
+            "Never hold a lock across HTTP",
+            learned_from="CTMS-2",
+            actor="t",
+            status="proposed",
+        )
+        lifecycle.add(
+            session,
+            "Pin the chromium version in CI",
+            learned_from="acme/api#3",
+            actor="t",
+            scope="acme/api",
+        )
+        lifecycle.deprecate(session, "pb-3", reason="superseded", actor="t")
+    app = create_app(
+        settings.model_copy(update={"api_token": MAINTAINER, "agent_tokens": f"ci:{AGENT}"}),
+        engine=engine,
+    )
+    with serving(app) as url:
+        yield url
+
+
+@pytest.mark.parametrize("token", [MAINTAINER, AGENT], ids=["maintainer", "agent"])
+def test_the_api_keeps_its_openapi_contract(live_api: str, token: str, tmp_path) -> None:
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from schemathesis.cli import schemathesis; sys.exit(schemathesis())",
+        "run",
+        f"{live_api}/api/v1/openapi.json",
+        "--checks",
+        "all",
+        "--header",
+        f"Authorization: Bearer {token}",
+        "--max-examples",
+        EXAMPLES,
+        "--no-color",
+    ]
+    if SEED:
+        command += ["--seed", SEED]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=900, cwd=tmp_path, check=False
+    )
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, report[-8000:]
+    assert "Tested: 11" in report, report[-3000:]
