@@ -15,7 +15,8 @@ from sqlalchemy.engine import make_url
 from playbook import clock, db
 from playbook.models import Base, PlaybookMeta
 from playbook.search import retrieval
-from tests.support import GITHUB_SECRET, JIRA_SECRET, fixture_body
+from tests.payloads import fixture_body
+from tests.support import GITHUB_SECRET, JIRA_SECRET
 
 PG_ENV = "PLAYBOOK_TEST_DATABASE_URL"
 

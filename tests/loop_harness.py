@@ -15,13 +15,12 @@ from bot.config import Settings
 from bot.worker import Services, Worker
 from tests.fakes.github import FakeGitHub
 from tests.fakes.jira import FakeJira
-from tests.support import FIXTURES, GITHUB_SECRET, JIRA_SECRET
+from tests.payloads import INSTALLATION, REPO
+from tests.support import GITHUB_SECRET, JIRA_SECRET
 from webhooks import create_app
 from webhooks.signatures import sign
 
 APP_ID = 4242
-INSTALLATION = 777
-REPO = "Codertocat/Hello-World"
 
 
 def rsa_pair() -> tuple[str, str]:
@@ -89,15 +88,6 @@ class Loop:
         while batch := self.worker.run_once():
             total += batch
         return total
-
-
-def fixture(name: str) -> dict[str, Any]:
-    """A fixture payload as a dict, to adapt before sending."""
-    folder = "jira" if name.startswith("jira.") else "github"
-    payload = json.loads((FIXTURES / folder / f"{name}.json").read_text())
-    if isinstance(payload.get("installation"), dict) and not name.startswith("installation."):
-        payload["installation"]["id"] = INSTALLATION  # the App installed on the fake GitHub
-    return payload
 
 
 def start_loop(engine: Engine, database_url: str, **overrides: Any) -> Loop:

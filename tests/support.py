@@ -1,4 +1,6 @@
-"""Helpers shared by tests: fixture payloads and the secrets tests sign them with."""
+"""Helpers shared by tests: paths, the secrets deliveries are signed with, servers, inbox rows.
+
+Payloads themselves are built in tests/payloads.py."""
 
 from __future__ import annotations
 
@@ -27,14 +29,6 @@ FIXTURES = TESTS / "fixtures"
 DATA = TESTS / "data"
 GITHUB_SECRET = "It's a Secret to Everybody"
 JIRA_SECRET = "jira-webhook-secret"
-
-
-def fixture_body(name: str, **changes: object) -> bytes:
-    """A fixture payload (``issues.opened``, ``jira.issue_created``) as raw JSON bytes."""
-    folder = "jira" if name.startswith("jira.") else "github"
-    payload = json.loads((FIXTURES / folder / f"{name}.json").read_text())
-    payload.update(changes)
-    return json.dumps(payload).encode()
 
 
 def put(engine: Engine, payload: str, event: str = "issues", action: str = "opened", **kw) -> int:
@@ -85,6 +79,17 @@ def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 30) -> N
         except OSError:
             time.sleep(0.1)
     pytest.fail("server did not come up")
+
+
+def last_delivery(engine: Engine, event: str) -> Delivery:
+    """The newest inbox row of ``event`` (``issues``, ``pull_request_review``), detached."""
+    with transaction(engine) as session:
+        row = session.scalars(
+            select(Delivery).where(Delivery.event == event).order_by(Delivery.id.desc())
+        ).first()
+        assert row is not None
+        session.expunge(row)
+        return row
 
 
 def saw(engine: Engine, *tickets: str) -> None:

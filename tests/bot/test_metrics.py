@@ -22,7 +22,8 @@ from bot.config import Settings
 from bot.worker import Services, Worker
 from playbook.db import transaction
 from playbook.lessons import lifecycle
-from tests.support import GITHUB_SECRET, fixture_body, wait_until_up
+from tests.payloads import fixture_body
+from tests.support import GITHUB_SECRET, wait_until_up
 from webhooks import create_app
 from webhooks.signatures import sign
 

@@ -21,7 +21,7 @@ from playbook.lessons import lifecycle
 from playbook.models import Retrieval, SideEffect, UsageEvent
 from tests.fakes.github import FakeGitHub
 from tests.loop_harness import rsa_pair
-from tests.support import fixture_body
+from tests.payloads import fixture_body
 
 APP_ID = 4242
 INSTALLATION = 777

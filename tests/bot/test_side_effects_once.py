@@ -17,7 +17,8 @@ from sqlalchemy import Engine, func, select, update
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import BotComment, Delivery, UsageEvent
-from tests.loop_harness import _KEYS, APP_ID, REPO, Loop, fixture, start_loop
+from tests.loop_harness import _KEYS, APP_ID, REPO, Loop, start_loop
+from tests.payloads import fixture
 
 LESSONS = (
     ("Spelling errors in the README: run codespell in CI", REPO),

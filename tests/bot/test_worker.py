@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -26,7 +23,9 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.models import Delivery
-from tests.support import GITHUB_SECRET, ROOT, fixture_body
+from tests.bot.processes import spawn_worker
+from tests.payloads import fixture_body
+from tests.support import GITHUB_SECRET
 from webhooks import create_app
 from webhooks.signatures import sign
 
@@ -269,22 +268,6 @@ def test_the_same_delivery_posted_20_times_at_once_is_processed_once(
 
 
 # --- several worker processes --------------------------------------------------------------
-
-
-def spawn_worker(database_url: str, record: Path, *args: str) -> subprocess.Popen:
-    script = Path(__file__).with_name("worker_process.py")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    process = subprocess.Popen(
-        [sys.executable, str(script), database_url, str(record), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    ready = process.stdout.readline().strip()
-    process.stdout.close()  # the script prints nothing after "ready"
-    assert ready == "ready"
-    return process
 
 
 @pytest.mark.slow

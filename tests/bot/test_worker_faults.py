@@ -24,7 +24,7 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.models import Delivery
-from tests.bot.test_worker import spawn_worker
+from tests.bot.processes import spawn_worker
 from tests.support import put
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)

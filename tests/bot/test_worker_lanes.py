@@ -20,17 +20,9 @@ from bot.worker import Services, Worker
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.models import Delivery
-from tests.bot.test_worker import spawn_worker
-from tests.support import fixture_body, put
-
-REPO = "octo/app"
-
-
-def issue_payload(number: int, action: str = "opened", repo: str = REPO) -> str:
-    """An issues payload about one ticket, with only the fields lanes and handlers read."""
-    return json.dumps(
-        {"action": action, "issue": {"number": number}, "repository": {"full_name": repo}}
-    )
+from tests.bot.processes import spawn_worker
+from tests.payloads import bare_issue, fixture_body
+from tests.support import put
 
 
 def outcomes(engine: Engine) -> dict[int, tuple[str, str | None]]:
@@ -51,7 +43,7 @@ def test_deliveries_for_different_tickets_run_side_by_side(
     meeting = threading.Barrier(2, timeout=30)
     router = Router()
     router.register("github", "issues")(lambda event, _: meeting.wait())
-    ids = [put(engine, issue_payload(number)) for number in (1, 2)]
+    ids = [put(engine, bare_issue(number)) for number in (1, 2)]
     assert worker(engine, settings, router, lanes=2).run_once() == 2
     assert [outcomes(engine)[row_id][0] for row_id in ids] == ["done", "done"]
 
@@ -80,7 +72,7 @@ def test_one_tickets_deliveries_never_overlap_and_keep_their_order(
     stored: list[tuple[int | None, str]] = []
     # Tickets 1 and 2 three times each, interleaved, and rows whose ticket cannot be told.
     for number in (1, 2, 1, None, 2, 1, None, 2):
-        payload = issue_payload(number) if number else '{"action": "opened"}'
+        payload = bare_issue(number) if number else '{"action": "opened"}'
         row_id = put(engine, payload)
         with transaction(engine) as session:
             stored.append((number, session.get(Delivery, row_id).delivery_id))
@@ -103,7 +95,7 @@ def test_an_exit_in_one_lane_stops_the_worker_once_the_other_lanes_finish(
         if event.payload["issue"]["number"] == 1:
             raise SystemExit("a library called sys.exit()")
 
-    exits, other = put(engine, issue_payload(1)), put(engine, issue_payload(2))
+    exits, other = put(engine, bare_issue(1)), put(engine, bare_issue(2))
     with pytest.raises(SystemExit):
         worker(engine, settings, router, lanes=2).run_once()
     # The other lane finished its delivery; the exiting one stays leased, to be taken again
@@ -124,8 +116,8 @@ def test_a_removed_installation_stops_the_later_deliveries_of_its_batch(
     removal = json.loads(fixture_body("installation.deleted"))
     gone = removal["installation"]["id"]
     put(engine, json.dumps(removal), event="installation", action="deleted")
-    after = put(engine, issue_payload(7), installation_id=gone)
-    other = put(engine, issue_payload(8), installation_id=gone + 1)
+    after = put(engine, bare_issue(7), installation_id=gone)
+    other = put(engine, bare_issue(8), installation_id=gone + 1)
     assert worker(engine, settings, router, lanes=4).run_once() == 3
     assert outcomes(engine)[after] == ("ignored", f"installation {gone} was removed")
     assert outcomes(engine)[other] == ("done", None)
@@ -136,7 +128,7 @@ def test_a_removed_installation_stops_the_later_deliveries_of_its_batch(
 def test_a_laned_worker_killed_mid_batch_loses_nothing(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
-    ids = [put(engine, issue_payload(number)) for number in range(1, 21)]
+    ids = [put(engine, bare_issue(number)) for number in range(1, 21)]
     record = tmp_path / "handled.txt"
     victim = spawn_worker(
         database_url, record, "--sleep", "0.2", "--lease", "1", "--lanes", "2", "--batch", "6"
@@ -165,7 +157,7 @@ def test_an_outcome_written_without_waiting_leaves_later_commits_durable(
 ) -> None:
     if engine.dialect.name != "postgresql":
         pytest.skip("asynchronous commit is PostgreSQL's")
-    row_id = put(engine, issue_payload(1))
+    row_id = put(engine, bare_issue(1))
     with transaction(engine) as session:
         inbox.claim(session, "w1", lease=timedelta(minutes=5))
     with transaction(engine) as session:
@@ -191,9 +183,9 @@ def test_a_delivery_with_a_large_payload_is_handled_like_any_other(
         seen[event.payload["issue"]["number"]] = len(event.payload.get("padding", ""))
 
     # Large payloads are parsed again in their turn rather than kept parsed with the batch.
-    large = json.loads(issue_payload(1))
+    large = json.loads(bare_issue(1))
     large["padding"] = "x" * (2 << 20)
-    ids = [put(engine, json.dumps(large)), put(engine, issue_payload(2))]
+    ids = [put(engine, json.dumps(large)), put(engine, bare_issue(2))]
     assert worker(engine, settings, router, lanes=2).run_once() == 2
     assert seen == {1: 2 << 20, 2: 0}
     assert [outcomes(engine)[row_id][0] for row_id in ids] == ["done", "done"]
@@ -215,7 +207,7 @@ def test_a_slow_delivery_holds_up_only_its_own_ticket(engine: Engine, settings: 
         if len(handled) == 4:
             others_done.set()
 
-    ids = [put(engine, issue_payload(number)) for number in range(1, 6)]
+    ids = [put(engine, bare_issue(number)) for number in range(1, 6)]
     assert worker(engine, settings, router, lanes=2).run_once() == 5
     assert handled[-1] == 1 and sorted(handled) == [1, 2, 3, 4, 5]
     assert {outcomes(engine)[row_id][0] for row_id in ids} == {"done"}

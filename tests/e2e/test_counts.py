@@ -12,7 +12,8 @@ from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import UsageEvent
 from playbook.outcomes import usage
-from tests.loop_harness import REPO, Loop, fixture
+from tests.loop_harness import REPO, Loop
+from tests.payloads import fixture, issue_comment, pull_request_review
 from tests.support import saw
 
 AUTH = {"Authorization": "Bearer agent-token"}
@@ -171,20 +172,10 @@ def test_a_pr_citing_a_lesson_in_its_body_a_comment_and_a_review_counts_once(
     opened = fixture("pull_request.opened")
     opened["pull_request"]["body"] = "Fixes CTMS-4337, following [pb-1]."
     loop.github_event("pull_request.opened", opened)
-    comment = fixture("issue_comment.created")
-    comment["issue"]["number"] = opened["pull_request"]["number"]
-    comment["issue"]["pull_request"] = {"url": opened["pull_request"]["url"]}
-    comment["comment"]["body"] = "pb-1 was the key here"
+    comment = issue_comment("pb-1 was the key here", "Codertocat", on_pr=True)
     loop.github_event("issue_comment.created", comment)
     loop.github_event("issue_comment.created", comment)  # a redelivery under a new id
-    # The fields of a review delivery the bot reads (GitHub sends far more).
-    review = {
-        "action": "submitted",
-        "review": {"id": 80, "body": "Good use of [PB-1].", "user": {"login": "reviewer"}},
-        "pull_request": {"number": opened["pull_request"]["number"]},
-        "repository": opened["repository"],
-        "sender": {"login": "reviewer", "type": "User"},
-    }
+    review = pull_request_review(opened, "Good use of [PB-1].")
     loop.github_event("pull_request_review.submitted", review)
     loop.process()
     with transaction(loop.engine) as session:

@@ -11,7 +11,8 @@ from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import SideEffect, UsageEvent
 from playbook.outcomes import usage
-from tests.loop_harness import INSTALLATION, REPO, Loop, fixture
+from tests.loop_harness import INSTALLATION, REPO, Loop
+from tests.payloads import fixture, issue_comment, jira_comment_created, pull_request
 
 PR_URL = f"https://github.com/{REPO}/pull/2"
 
@@ -125,33 +126,6 @@ def test_github_issue_gets_a_markdown_comment_edited_on_label(loop: Loop) -> Non
 # --- 3, 4, 5: pull requests ------------------------------------------------------------------
 
 
-def pr_payload(
-    action: str,
-    *,
-    number: int = 2,
-    title: str = "CTMS-4337: dedupe webhook retries",
-    body: str = "",
-    merged: bool = False,
-    updated_at: str = "2026-11-03T10:00:00Z",
-    branch: str = "feature/retries",
-) -> dict[str, Any]:
-    payload = copy.deepcopy(
-        fixture("pull_request.closed" if action == "closed" else "pull_request.opened")
-    )
-    payload["action"] = action
-    payload["number"] = number
-    pr = payload["pull_request"]
-    pr.update(number=number, title=title, body=body, updated_at=updated_at, merged=merged)
-    pr["html_url"] = f"https://github.com/{REPO}/pull/{number}"
-    pr["head"]["ref"] = branch
-    if action == "closed":
-        pr["state"] = "closed"
-        pr["merged_at"] = updated_at if merged else None
-    else:
-        pr["state"] = "open"
-    return payload
-
-
 LESSONS_BODY = """Fixes CTMS-4337. Applied [pb-1].
 
 ## Lessons
@@ -161,7 +135,7 @@ LESSONS_BODY = """Fixes CTMS-4337. Applied [pb-1].
 
 def test_pr_opened_links_captures_and_cites(loop: Loop) -> None:
     seed(loop.engine, *PAYMENT_LESSONS)
-    loop.github_event("pull_request.opened", pr_payload("opened", body=LESSONS_BODY))
+    loop.github_event("pull_request.opened", pull_request("opened", body=LESSONS_BODY))
     loop.process()
     captured = bullet(loop.engine, "pb-5")
     assert captured.status == "proposed"
@@ -182,10 +156,10 @@ def test_pr_closed_unmerged_demotes_lessons_from_its_ticket(loop: Loop) -> None:
     seed(
         loop.engine, *PAYMENT_LESSONS, ("Earlier lesson from the same ticket", "CTMS-4337", "CTMS")
     )
-    loop.github_event("pull_request.opened", pr_payload("opened", body=LESSONS_BODY))
+    loop.github_event("pull_request.opened", pull_request("opened", body=LESSONS_BODY))
     loop.github_event(
         "pull_request.closed",
-        pr_payload("closed", body=LESSONS_BODY, updated_at="2026-11-04T10:00:00Z"),
+        pull_request("closed", body=LESSONS_BODY, at="2026-11-04T10:00:00Z"),
     )
     loop.process()
     for bullet_id in ("pb-5", "pb-6"):
@@ -202,19 +176,19 @@ def test_pr_closed_unmerged_demotes_lessons_from_its_ticket(loop: Loop) -> None:
 
 def test_another_open_pr_for_the_ticket_keeps_its_lessons(loop: Loop) -> None:
     seed(loop.engine, ("Lesson learned from CTMS-4337's first attempt", "CTMS-4337", "CTMS"))
-    loop.github_event("pull_request.opened", pr_payload("opened", number=3))
-    loop.github_event("pull_request.closed", pr_payload("closed", number=2))
+    loop.github_event("pull_request.opened", pull_request("opened", number=3))
+    loop.github_event("pull_request.closed", pull_request("closed", number=2))
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "active"
 
 
 def test_merge_activates_restores_and_settles_success(loop: Loop) -> None:
     seed(loop.engine, *PAYMENT_LESSONS, ("Lesson from the ticket", "CTMS-4337", "CTMS"))
-    loop.github_event("pull_request.closed", pr_payload("closed", number=2, body=LESSONS_BODY))
+    loop.github_event("pull_request.closed", pull_request("closed", number=2, body=LESSONS_BODY))
     loop.process()
     assert bullet(loop.engine, "pb-5").status == "deprecated"
-    merged = pr_payload(
-        "closed", number=3, merged=True, body=LESSONS_BODY, updated_at="2026-11-05T10:00:00Z"
+    merged = pull_request(
+        "closed", number=3, merged=True, body=LESSONS_BODY, at="2026-11-05T10:00:00Z"
     )
     loop.github_event("pull_request.closed", merged)
     loop.process()
@@ -241,8 +215,8 @@ def test_merge_activates_restores_and_settles_success(loop: Loop) -> None:
 
 def test_pr_events_twice_or_out_of_order_leave_the_same_state(loop: Loop) -> None:
     seed(loop.engine, *PAYMENT_LESSONS)
-    opened = pr_payload("opened", body=LESSONS_BODY, updated_at="2026-11-03T10:00:00Z")
-    closed = pr_payload("closed", body=LESSONS_BODY, updated_at="2026-11-04T10:00:00Z")
+    opened = pull_request("opened", body=LESSONS_BODY, at="2026-11-03T10:00:00Z")
+    closed = pull_request("closed", body=LESSONS_BODY, at="2026-11-04T10:00:00Z")
     loop.github_event("pull_request.closed", closed)
     loop.github_event("pull_request.closed", copy.deepcopy(closed))
     loop.github_event("pull_request.opened", opened)
@@ -272,8 +246,10 @@ def test_needs_review_policy_only_demotes_flagged_tickets(
         )
         loop.jira.add_issue("CTMS-4337", "x", labels=["needs-human-review"])
         loop.jira.add_issue("CTMS-9", "y")
-        loop.github_event("pull_request.closed", pr_payload("closed", number=2))
-        loop.github_event("pull_request.closed", pr_payload("closed", number=3, title="CTMS-9 fix"))
+        loop.github_event("pull_request.closed", pull_request("closed", number=2))
+        loop.github_event(
+            "pull_request.closed", pull_request("closed", number=3, title="CTMS-9 fix")
+        )
         loop.process()
         assert bullet(loop.engine, "pb-1").status == "deprecated"
         assert bullet(loop.engine, "pb-2").status == "active"
@@ -285,23 +261,12 @@ def test_needs_review_policy_only_demotes_flagged_tickets(
 # --- 6: comments -----------------------------------------------------------------------------
 
 
-def comment_payload(body: str, user: str, *, on_pr: bool = False) -> dict[str, Any]:
-    payload = copy.deepcopy(fixture("issue_comment.created"))
-    payload["comment"]["body"] = body
-    payload["comment"]["user"] = {"login": user, "type": "User"}
-    payload["comment"]["html_url"] = f"https://github.com/{REPO}/issues/1#issuecomment-1"
-    if on_pr:
-        payload["issue"]["pull_request"] = {"url": "x"}
-        payload["issue"]["number"] = 2
-    return payload
-
-
 def test_lesson_command_from_a_writer_is_captured_and_answered(loop: Loop) -> None:
     loop.github.add_issue(REPO, 1, "Spelling error")
     loop.github.permissions[(REPO, "maintainer")] = "write"
     loop.github_event(
         "issue_comment.created",
-        comment_payload("/lesson Run codespell in CI before merging docs changes", "maintainer"),
+        issue_comment("/lesson Run codespell in CI before merging docs changes", "maintainer"),
     )
     loop.process()
     captured = bullet(loop.engine, "pb-1")
@@ -319,7 +284,7 @@ def test_commands_from_others_change_nothing_and_get_a_polite_reply(loop: Loop) 
     seed(loop.engine, ("A lesson", "x/y#1", REPO))
     loop.github.add_issue(REPO, 1, "Spelling error")
     loop.github.permissions[(REPO, "drive-by")] = "read"
-    payload = comment_payload("/playbook deprecate pb-1 I do not like it", "drive-by")
+    payload = issue_comment("/playbook deprecate pb-1 I do not like it", "drive-by")
     loop.github_event("issue_comment.created", payload, delivery="c-1")
     loop.github_event("issue_comment.created", payload, delivery="c-1")
     loop.process()
@@ -334,7 +299,7 @@ def test_playbook_commands_change_bullets(loop: Loop) -> None:
     loop.github.permissions[(REPO, "lead")] = "admin"
     loop.github_event(
         "issue_comment.created",
-        comment_payload(
+        issue_comment(
             "/playbook deprecate pb-1 superseded by pb-2\n/playbook restore pb-9", "lead"
         ),
     )
@@ -347,9 +312,9 @@ def test_playbook_commands_change_bullets(loop: Loop) -> None:
 
 def test_bullet_ids_in_pr_comments_are_cites(loop: Loop) -> None:
     seed(loop.engine, *PAYMENT_LESSONS)
-    loop.github_event("pull_request.opened", pr_payload("opened"))
+    loop.github_event("pull_request.opened", pull_request("opened"))
     loop.github_event(
-        "issue_comment.created", comment_payload("pb-2 helped here", "reviewer", on_pr=True)
+        "issue_comment.created", issue_comment("pb-2 helped here", "reviewer", on_pr=True)
     )
     loop.process()
     with transaction(loop.engine) as session:
@@ -361,9 +326,7 @@ def jira_command(loop: Loop, body: str, author: dict[str, Any]) -> dict[str, Any
     """A comment as Jira stores it, and its comment_created delivery."""
     loop.jira.add_issue("CTMS-4337", "Checkout deadlocks")
     comment_id = loop.jira.add_comment("CTMS-4337", body, author)
-    event = fixture("jira.comment_created")
-    event["comment"].update(id=comment_id, body=body, author=author)
-    return event
+    return jira_comment_created(comment_id, body, author)
 
 
 DANA = {"accountId": "5b10a2844c20165700ede21g", "displayName": "Dana Reyes"}
@@ -452,12 +415,12 @@ def test_the_whole_life_of_a_bullet_is_told_by_its_revisions(loop: Loop) -> None
     lesson = "Stripe retries webhooks for days; dedupe on the event id before touching the order."
     with day(0):  # captured from the Lessons section of the PR that fixes CTMS-4337
         body = f"Fixes CTMS-4337.\n\n## Lessons\n- {lesson}\n"
-        opened = pr_payload("opened", body=body, updated_at="2026-11-02T09:00:00Z")
+        opened = pull_request("opened", body=body, at="2026-11-02T09:00:00Z")
         loop.github_event("pull_request.opened", opened)
         loop.process()
     assert bullet(loop.engine, "pb-1").status == "proposed"
     with day(1):  # ... which is merged
-        merged = pr_payload("closed", body=body, merged=True, updated_at="2026-11-03T09:00:00Z")
+        merged = pull_request("closed", body=body, merged=True, at="2026-11-03T09:00:00Z")
         loop.github_event("pull_request.closed", merged)
         loop.process()
     with day(2):  # shown on a new ticket about the same problem
@@ -470,13 +433,13 @@ def test_the_whole_life_of_a_bullet_is_told_by_its_revisions(loop: Loop) -> None
     [post] = loop.jira.calls("POST", "/rest/api/2/issue/CTMS-4400/comment")
     assert "\\[pb-1\\]" in post.json["body"]
     with day(3):  # cited by the PR for that ticket, which is merged
-        cite = pr_payload(
+        cite = pull_request(
             "closed",
             number=3,
             title="CTMS-4400: dedupe retried webhooks",
             body="Applied [pb-1].",
             merged=True,
-            updated_at="2026-11-05T09:00:00Z",
+            at="2026-11-05T09:00:00Z",
             branch="feature/ctms-4400",
         )
         loop.github_event("pull_request.closed", cite)

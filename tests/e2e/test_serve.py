@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import GITHUB_SECRET, fixture_body, wait_until_up
+from tests.payloads import fixture_body
+from tests.support import GITHUB_SECRET, wait_until_up
 from webhooks.signatures import sign
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,6 @@ and a command that could not be applied is retried, never marked done or answere
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import sqlite3
@@ -22,8 +21,9 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Delivery
-from tests.loop_harness import REPO, Loop, fixture
-from tests.support import GITHUB_SECRET, JIRA_SECRET, fixture_body
+from tests.loop_harness import REPO, Loop
+from tests.payloads import fixture_body, issue_comment
+from tests.support import GITHUB_SECRET, JIRA_SECRET
 from webhooks import create_app
 from webhooks.signatures import sign
 
@@ -155,9 +155,7 @@ def test_a_command_during_an_outage_is_retried_not_done(loop: Loop, outage: Outa
             if len(seen_permission_checks) == 1:
                 outage.on = True
 
-    payload = copy.deepcopy(fixture("issue_comment.created"))
-    payload["comment"]["body"] = "/playbook deprecate pb-1 superseded"
-    payload["comment"]["user"] = {"login": "lead", "type": "User"}
+    payload = issue_comment("/playbook deprecate pb-1 superseded", "lead")
     loop.github_event("issue_comment.created", payload)
     assert loop.worker.run_once() == 1
     outage.on = False

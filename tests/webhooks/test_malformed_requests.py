@@ -19,7 +19,8 @@ from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Delivery, UsageEvent
 from playbook.outcomes import usage
-from tests.support import GITHUB_SECRET, JIRA_SECRET, fixture_body, saw
+from tests.payloads import fixture_body, issues_opened, jira_issue_created
+from tests.support import GITHUB_SECRET, JIRA_SECRET, saw
 from webhooks.signatures import sign
 
 AUTH = {"Authorization": "Bearer agent-token"}
@@ -48,12 +49,6 @@ def post_github(client, body: bytes, **overrides: str | None):
         else:
             headers[name] = value
     return client.post("/webhooks/github", data=body, headers=headers)
-
-
-def with_payload(**changes: Any) -> bytes:
-    payload = json.loads(fixture_body("issues.opened"))
-    payload.update(changes)
-    return json.dumps(payload).encode()
 
 
 GITHUB_BODIES = [
@@ -87,25 +82,25 @@ GITHUB_BODIES = [
     ("trailing", b'{"action": "opened"} x', "not valid JSON"),
     ("raw-control", b'{"action": "op\x01ened"}', "not valid JSON"),
     ("raw-nul", b'{"action": "opened"}\x00', "NUL bytes"),
-    ("action-number", with_payload(action=7), "action"),
-    ("action-list", with_payload(action=["opened"]), "action"),
-    ("action-object", with_payload(action={"a": 1}), "action"),
-    ("action-true", with_payload(action=True), "action"),
-    ("action-long", with_payload(action="a" * 101), "action"),
-    ("action-nul", with_payload(action="opened\u0000"), "action"),
-    ("action-space", with_payload(action="opened now"), "action"),
-    ("action-unicode", with_payload(action="öffnen"), "action"),
-    ("installation-2^63", with_payload(installation={"id": 2**63}), "installation.id"),
-    ("installation-2^64", with_payload(installation={"id": 2**64 + 5}), "installation.id"),
-    ("installation-true", with_payload(installation={"id": True}), "installation.id"),
-    ("installation-false", with_payload(installation={"id": False}), "installation.id"),
-    ("installation-zero", with_payload(installation={"id": 0}), "installation.id"),
-    ("installation-negative", with_payload(installation={"id": -1}), "installation.id"),
-    ("installation-string", with_payload(installation={"id": "12"}), "installation.id"),
-    ("installation-float", with_payload(installation={"id": 1.5}), "installation.id"),
-    ("installation-list", with_payload(installation={"id": [1]}), "installation.id"),
-    ("installation-not-object", with_payload(installation="12"), "installation"),
-    ("installation-list-object", with_payload(installation=[12]), "installation"),
+    ("action-number", issues_opened(action=7), "action"),
+    ("action-list", issues_opened(action=["opened"]), "action"),
+    ("action-object", issues_opened(action={"a": 1}), "action"),
+    ("action-true", issues_opened(action=True), "action"),
+    ("action-long", issues_opened(action="a" * 101), "action"),
+    ("action-nul", issues_opened(action="opened\u0000"), "action"),
+    ("action-space", issues_opened(action="opened now"), "action"),
+    ("action-unicode", issues_opened(action="öffnen"), "action"),
+    ("installation-2^63", issues_opened(installation={"id": 2**63}), "installation.id"),
+    ("installation-2^64", issues_opened(installation={"id": 2**64 + 5}), "installation.id"),
+    ("installation-true", issues_opened(installation={"id": True}), "installation.id"),
+    ("installation-false", issues_opened(installation={"id": False}), "installation.id"),
+    ("installation-zero", issues_opened(installation={"id": 0}), "installation.id"),
+    ("installation-negative", issues_opened(installation={"id": -1}), "installation.id"),
+    ("installation-string", issues_opened(installation={"id": "12"}), "installation.id"),
+    ("installation-float", issues_opened(installation={"id": 1.5}), "installation.id"),
+    ("installation-list", issues_opened(installation={"id": [1]}), "installation.id"),
+    ("installation-not-object", issues_opened(installation="12"), "installation"),
+    ("installation-list-object", issues_opened(installation=[12]), "installation"),
 ]
 
 
@@ -186,29 +181,41 @@ def post_jira(client, body: bytes, sign_it: bool = True, **headers: str):
     )
 
 
-def jira_body(**changes: Any) -> bytes:
-    payload = json.loads(fixture_body("jira.issue_created"))
-    payload.update(changes)
-    return json.dumps(payload).encode()
-
-
 JIRA_CASES = [
-    ("event-missing", jira_body(webhookEvent=None), {}, 400, "webhookEvent"),
-    ("event-number", jira_body(webhookEvent=5), {}, 400, "webhookEvent"),
-    ("event-long", jira_body(webhookEvent="j" * 101), {}, 400, "webhookEvent"),
-    ("event-nul", jira_body(webhookEvent="jira:issue_created\u0000"), {}, 400, "webhookEvent"),
-    ("type-name-object", jira_body(issue_event_type_name={}), {}, 400, "issue_event_type_name"),
-    ("type-name-long", jira_body(issue_event_type_name="t" * 101), {}, 400, "issue_event_type"),
+    ("event-missing", jira_issue_created(webhookEvent=None), {}, 400, "webhookEvent"),
+    ("event-number", jira_issue_created(webhookEvent=5), {}, 400, "webhookEvent"),
+    ("event-long", jira_issue_created(webhookEvent="j" * 101), {}, 400, "webhookEvent"),
+    (
+        "event-nul",
+        jira_issue_created(webhookEvent="jira:issue_created\u0000"),
+        {},
+        400,
+        "webhookEvent",
+    ),
+    (
+        "type-name-object",
+        jira_issue_created(issue_event_type_name={}),
+        {},
+        400,
+        "issue_event_type_name",
+    ),
+    (
+        "type-name-long",
+        jira_issue_created(issue_event_type_name="t" * 101),
+        {},
+        400,
+        "issue_event_type",
+    ),
     (
         "identifier-long",
-        jira_body(),
+        jira_issue_created(),
         {"X-Atlassian-Webhook-Identifier": "i" * 201},
         400,
         "X-Atlassian-Webhook-Identifier",
     ),
     (
         "identifier-latin1",
-        jira_body(),
+        jira_issue_created(),
         {"X-Atlassian-Webhook-Identifier": "ïd"},
         400,
         "X-Atlassian-Webhook-Identifier",
@@ -246,7 +253,7 @@ def test_hostile_jira_deliveries_are_4xx(
     ids=["bearer-latin1", "bearer-long", "basic", "signature-latin1", "signature-other-body"],
 )
 def test_jira_credentials_that_do_not_match_are_401(client, engine: Engine, headers) -> None:
-    response = post_jira(client, jira_body(), sign_it=False, **headers)
+    response = post_jira(client, jira_issue_created(), sign_it=False, **headers)
     assert response.status_code == 401
     assert stored(engine) == []
 

@@ -29,7 +29,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import Engine
 
-from tests.support import GITHUB_SECRET, ROOT, fixture_body, wait_until_up
+from tests.payloads import fixture_body
+from tests.support import GITHUB_SECRET, ROOT, wait_until_up
 from webhooks.signatures import sign
 
 pytestmark = pytest.mark.slow

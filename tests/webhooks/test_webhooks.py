@@ -14,7 +14,8 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.deliveries import heartbeats
 from playbook.models import Delivery
-from tests.support import GITHUB_SECRET, JIRA_SECRET, fixture_body
+from tests.payloads import fixture_body
+from tests.support import GITHUB_SECRET, JIRA_SECRET
 from webhooks import create_app
 from webhooks.signatures import sign
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
@@ -20,8 +19,8 @@ from bot.worker import Services
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Delivery
-from tests.loop_harness import REPO, Loop, fixture, start_loop
-from tests.support import fixture_body
+from tests.loop_harness import REPO, Loop, start_loop
+from tests.payloads import fixture_body, jira_comment_created, pull_request
 from webhooks import create_app
 
 DANA = {"accountId": "5b10a2844c20165700ede21g", "displayName": "Dana Reyes"}
@@ -79,19 +78,13 @@ def test_unsigned_jira_only_with_the_flag_and_a_loud_warning(
     assert response.status_code == 202
 
 
-def jira_comment_event(comment_id: str, body: str, author: dict[str, Any]) -> dict[str, Any]:
-    event = fixture("jira.comment_created")
-    event["comment"].update(id=comment_id, body=body, author=author)
-    return event
-
-
 def test_a_jira_comment_is_judged_by_the_author_jira_reports(loop: Loop) -> None:
     """The payload says Dana (allowed) wrote it; Jira says Mallory did: nothing changes."""
     seed(loop.engine, ("Keep the orders lock short", "CTMS-1", "CTMS"))
     loop.jira.add_issue("CTMS-4337", "Checkout deadlocks")
     body = "/playbook deprecate pb-1 it is wrong"
     comment_id = loop.jira.add_comment("CTMS-4337", body, MALLORY)
-    loop.jira_event(jira_comment_event(comment_id, body, DANA))
+    loop.jira_event(jira_comment_created(comment_id, body, DANA))
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "active"
     [_command, reply] = loop.jira.comments["CTMS-4337"]
@@ -102,7 +95,7 @@ def test_a_jira_comment_is_judged_by_the_author_jira_reports(loop: Loop) -> None
 def test_a_jira_comment_that_jira_does_not_have_is_ignored(loop: Loop) -> None:
     seed(loop.engine, ("Keep the orders lock short", "CTMS-1", "CTMS"))
     loop.jira.add_issue("CTMS-4337", "Checkout deadlocks")
-    loop.jira_event(jira_comment_event("99999", "/playbook deprecate pb-1 forged", DANA))
+    loop.jira_event(jira_comment_created("99999", "/playbook deprecate pb-1 forged", DANA))
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "active"
     assert loop.jira.comments["CTMS-4337"] == []  # no reply to a comment that does not exist
@@ -114,7 +107,7 @@ def test_the_text_jira_has_is_the_text_carried_out(loop: Loop) -> None:
     seed(loop.engine, ("Keep the orders lock short", "CTMS-1", "CTMS"))
     loop.jira.add_issue("CTMS-4337", "Checkout deadlocks")
     comment_id = loop.jira.add_comment("CTMS-4337", "/playbook approve pb-1", DANA)
-    loop.jira_event(jira_comment_event(comment_id, "/playbook deprecate pb-1 swapped", DANA))
+    loop.jira_event(jira_comment_created(comment_id, "/playbook deprecate pb-1 swapped", DANA))
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "active"
 
@@ -126,7 +119,7 @@ def test_an_email_in_the_allowed_list_allows_nobody(engine: Engine, database_url
         loop.jira.add_issue("CTMS-4337", "Checkout deadlocks")
         body = "/playbook deprecate pb-1 by email"
         comment_id = loop.jira.add_comment("CTMS-4337", body, MALLORY)
-        loop.jira_event(jira_comment_event(comment_id, body, MALLORY))
+        loop.jira_event(jira_comment_created(comment_id, body, MALLORY))
         loop.process()
         assert bullet(loop.engine, "pb-1").status == "active"
     finally:
@@ -148,7 +141,7 @@ def test_a_jira_project_permission_can_allow(engine: Engine, database_url: str) 
         lead = {"accountId": "lead-7", "displayName": "Lee"}
         body = "/playbook deprecate pb-1 superseded"
         comment_id = loop.jira.add_comment("CTMS-4337", body, lead)
-        loop.jira_event(jira_comment_event(comment_id, body, lead))
+        loop.jira_event(jira_comment_created(comment_id, body, lead))
         loop.process()
         assert bullet(loop.engine, "pb-1").status == "deprecated"
         assert loop.jira.calls("GET", "/rest/api/2/user/permission/search")
@@ -160,39 +153,7 @@ def test_a_jira_project_permission_can_allow(engine: Engine, database_url: str) 
 # --- GitHub pull requests ----------------------------------------------------------------------
 
 TICKET_LESSON = ("Dedupe webhook retries on the event id", "CTMS-4337", "CTMS")
-
-
-def pr_event(
-    action: str,
-    *,
-    number: int = 2,
-    body: str = "Fixes CTMS-4337.",
-    merged: bool = False,
-    at: str = "2026-11-04T10:00:00Z",
-    sender: dict[str, Any] | None = None,
-    author: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    payload = copy.deepcopy(
-        fixture("pull_request.closed" if action == "closed" else "pull_request.opened")
-    )
-    payload["action"] = action
-    pr = payload["pull_request"]
-    pr.update(
-        number=number,
-        title="CTMS-4337: dedupe",
-        body=body,
-        updated_at=at,
-        merged=merged,
-        html_url=f"https://github.com/{REPO}/pull/{number}",
-    )
-    pr["state"] = "closed" if action == "closed" else "open"
-    pr["closed_at"] = at if action == "closed" else None
-    pr["merged_at"] = at if merged else None
-    if author is not None:
-        pr["user"] = author
-    if sender is not None:
-        payload["sender"] = sender
-    return payload
+CLOSED_AT = "2026-11-04T10:00:00Z"  # when the PRs below last changed, unless a test says
 
 
 OUTSIDER = {"login": "drive-by", "type": "User"}
@@ -202,9 +163,12 @@ def test_a_pr_closed_by_someone_without_write_access_demotes_nothing(loop: Loop)
     seed(loop.engine, TICKET_LESSON)
     loop.github.permissions[(REPO, "drive-by")] = "read"
     body = "Fixes CTMS-4337, applied [pb-1]."
-    loop.github_event("pull_request.opened", pr_event("opened", body=body, author=OUTSIDER))
     loop.github_event(
-        "pull_request.closed", pr_event("closed", body=body, author=OUTSIDER, sender=OUTSIDER)
+        "pull_request.opened", pull_request("opened", body=body, author=OUTSIDER, at=CLOSED_AT)
+    )
+    loop.github_event(
+        "pull_request.closed",
+        pull_request("closed", body=body, author=OUTSIDER, sender=OUTSIDER, at=CLOSED_AT),
     )
     loop.process()
     lesson = bullet(loop.engine, "pb-1")
@@ -217,7 +181,10 @@ def test_a_pr_closed_by_someone_without_write_access_demotes_nothing(loop: Loop)
 
 def test_a_fork_pr_closed_by_its_author_demotes_nothing(loop: Loop) -> None:
     seed(loop.engine, TICKET_LESSON)  # drive-by is not a collaborator at all
-    loop.github_event("pull_request.closed", pr_event("closed", author=OUTSIDER, sender=OUTSIDER))
+    loop.github_event(
+        "pull_request.closed",
+        pull_request("closed", author=OUTSIDER, sender=OUTSIDER, at=CLOSED_AT),
+    )
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "active"
 
@@ -225,7 +192,9 @@ def test_a_fork_pr_closed_by_its_author_demotes_nothing(loop: Loop) -> None:
 def test_an_agent_bot_closing_its_own_pr_is_trusted(loop: Loop) -> None:
     seed(loop.engine, TICKET_LESSON)
     agent = {"login": "coding-agent[bot]", "type": "Bot"}
-    loop.github_event("pull_request.closed", pr_event("closed", author=agent, sender=agent))
+    loop.github_event(
+        "pull_request.closed", pull_request("closed", author=agent, sender=agent, at=CLOSED_AT)
+    )
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "deprecated"
 
@@ -237,7 +206,9 @@ def test_a_listed_agent_account_closing_its_own_pr_is_trusted(
     try:
         seed(loop.engine, TICKET_LESSON)
         agent = {"login": "agent-account", "type": "User"}
-        loop.github_event("pull_request.closed", pr_event("closed", author=agent, sender=agent))
+        loop.github_event(
+            "pull_request.closed", pull_request("closed", author=agent, sender=agent, at=CLOSED_AT)
+        )
         loop.process()
         assert bullet(loop.engine, "pb-1").status == "deprecated"
     finally:
@@ -248,7 +219,10 @@ def test_a_listed_agent_account_closing_its_own_pr_is_trusted(
 def test_a_bot_closing_someone_elses_pr_needs_write_access(loop: Loop) -> None:
     seed(loop.engine, TICKET_LESSON)
     stale_bot = {"login": "stale[bot]", "type": "Bot"}
-    loop.github_event("pull_request.closed", pr_event("closed", author=OUTSIDER, sender=stale_bot))
+    loop.github_event(
+        "pull_request.closed",
+        pull_request("closed", author=OUTSIDER, sender=stale_bot, at=CLOSED_AT),
+    )
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "active"
 
@@ -260,14 +234,14 @@ def restore_by_hand(engine: Engine, bullet_id: str) -> None:
 
 def test_a_restore_by_hand_survives_edits_duplicates_and_backfill(loop: Loop) -> None:
     seed(loop.engine, TICKET_LESSON)
-    closed = pr_event("closed")
+    closed = pull_request("closed", at=CLOSED_AT)
     loop.github_event("pull_request.closed", closed)
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "deprecated"
     restore_by_hand(loop.engine, "pb-1")
     # An edit of the closed PR (newer updated_at), a duplicate delivery of "closed" under a
     # new id, and the same payload again: none of them is new evidence.
-    edited = pr_event("closed", at="2026-11-04T10:00:00Z")
+    edited = pull_request("closed", at=CLOSED_AT)
     edited["action"] = "edited"
     edited["pull_request"]["updated_at"] = "2026-11-06T08:00:00Z"
     loop.github_event("pull_request.edited", edited)
@@ -281,7 +255,7 @@ def test_a_restore_by_hand_survives_edits_duplicates_and_backfill(loop: Loop) ->
         title="CTMS-4337: dedupe",
         body="Fixes CTMS-4337.",
         state="closed",
-        closed_at="2026-11-04T10:00:00Z",
+        closed_at=CLOSED_AT,
         updated_at=(datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         closed_by="Codertocat",
     )
@@ -297,7 +271,7 @@ def test_stale_evidence_never_flips_a_decision_made_after_it(engine: Engine, dat
         with transaction(loop.engine) as session:
             lifecycle.deprecate(session, "pb-1", reason="doubt", actor="cli:maintainer")
         restore_by_hand(loop.engine, "pb-1")
-        loop.github_event("pull_request.closed", pr_event("closed", at="2026-01-04T10:00:00Z"))
+        loop.github_event("pull_request.closed", pull_request("closed", at="2026-01-04T10:00:00Z"))
         loop.process()
         assert bullet(loop.engine, "pb-1").status == "active"
     finally:
@@ -310,7 +284,7 @@ def test_a_deprecation_by_hand_is_not_undone_by_an_older_merge(loop: Loop) -> No
     with transaction(loop.engine) as session:
         lifecycle.deprecate(session, "pb-1", reason="wrong", actor="lead (comment)")
     # The merge happened before the lead's decision but is delivered after it.
-    merged = pr_event("closed", merged=True, at="2026-01-02T10:00:00Z")
+    merged = pull_request("closed", merged=True, at="2026-01-02T10:00:00Z")
     loop.github_event("pull_request.closed", merged)
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "deprecated"
@@ -319,15 +293,18 @@ def test_a_deprecation_by_hand_is_not_undone_by_an_older_merge(loop: Loop) -> No
 def test_a_rejected_prs_lessons_stay_rejected_when_another_pr_merges(loop: Loop) -> None:
     seed(loop.engine, TICKET_LESSON)
     lessons = "Fixes CTMS-4337.\n\n## Lessons\n- Send the email from the webhook handler itself.\n"
-    loop.github_event("pull_request.opened", pr_event("opened", number=2, body=lessons))
     loop.github_event(
-        "pull_request.closed", pr_event("closed", number=2, body=lessons, at="2026-11-04T10:00:00Z")
+        "pull_request.opened", pull_request("opened", number=2, body=lessons, at=CLOSED_AT)
+    )
+    loop.github_event(
+        "pull_request.closed",
+        pull_request("closed", number=2, body=lessons, at=CLOSED_AT),
     )
     loop.process()
     assert bullet(loop.engine, "pb-2").status == "deprecated"  # PR #2's own lesson
     loop.github_event(
         "pull_request.closed",
-        pr_event("closed", number=3, merged=True, at="2026-11-05T10:00:00Z"),
+        pull_request("closed", number=3, merged=True, at="2026-11-05T10:00:00Z"),
     )
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "active"  # the ticket's lesson: restored
@@ -337,9 +314,12 @@ def test_a_rejected_prs_lessons_stay_rejected_when_another_pr_merges(loop: Loop)
 
 def test_a_proposed_lesson_of_an_open_pr_waits_for_that_pr(loop: Loop) -> None:
     lessons = "Fixes CTMS-4337.\n\n## Lessons\n- Log the provider's event id with each change.\n"
-    loop.github_event("pull_request.opened", pr_event("opened", number=2, body=lessons))
     loop.github_event(
-        "pull_request.closed", pr_event("closed", number=3, merged=True, at="2026-11-05T10:00:00Z")
+        "pull_request.opened", pull_request("opened", number=2, body=lessons, at=CLOSED_AT)
+    )
+    loop.github_event(
+        "pull_request.closed",
+        pull_request("closed", number=3, merged=True, at="2026-11-05T10:00:00Z"),
     )
     loop.process()
     assert bullet(loop.engine, "pb-1").status == "proposed"
@@ -356,7 +336,10 @@ def test_settings_parse_the_new_trust_options() -> None:
 
 
 def test_deliveries_list_shows_why_a_delivery_was_ignored(loop: Loop, cli) -> None:
-    loop.github_event("pull_request.closed", pr_event("closed", author=OUTSIDER, sender=OUTSIDER))
+    loop.github_event(
+        "pull_request.closed",
+        pull_request("closed", author=OUTSIDER, sender=OUTSIDER, at=CLOSED_AT),
+    )
     loop.process()
     listed = cli("deliveries", "list").stdout.splitlines()
     assert listed[0].split()[:4] == ["ID", "SOURCE", "EVENT", "OUTCOME"]

@@ -27,6 +27,7 @@ from playbook.models import Bullet
 from playbook.search.retrieval import Hit
 from playbook.version import playbook_version
 from tests.loop_harness import REPO, Loop
+from tests.payloads import issue_comment, pull_request
 from webhooks import create_app
 
 RLO, LRO, PDF = "\u202e", "\u202d", "\u202c"
@@ -247,10 +248,8 @@ def test_ui_edit_stores_visible_text_and_pages_isolate_lessons(engine: Engine, s
 
 
 def test_pr_lessons_and_lesson_commands_store_visible_text(loop: Loop) -> None:
-    from tests.e2e.test_loop import comment_payload, pr_payload
-
     body = f"Fixes CTMS-4337.\n\n## Lessons\n- {TRICK}\n- {ZWSP * 30}\n- {RLO}{HEBREW}{PDF}\n"
-    loop.github_event("pull_request.opened", pr_payload("opened", body=body))
+    loop.github_event("pull_request.opened", pull_request("opened", body=body))
     loop.process()
     with transaction(loop.engine) as session:
         texts = [b.text for b in session.query(Bullet).order_by(Bullet.number)]
@@ -259,7 +258,7 @@ def test_pr_lessons_and_lesson_commands_store_visible_text(loop: Loop) -> None:
     loop.github.add_issue(REPO, 1, "Spelling error")
     loop.github.permissions[(REPO, "maintainer")] = "write"
     command = f"/lesson Run{ZWSP} codespell{RLO} in CI before merging docs\n/lesson {ZWSP * 20}"
-    loop.github_event("issue_comment.created", comment_payload(command, "maintainer"))
+    loop.github_event("issue_comment.created", issue_comment(command, "maintainer"))
     loop.process()
     with transaction(loop.engine) as session:
         texts = [b.text for b in session.query(Bullet).order_by(Bullet.number)]

@@ -25,6 +25,7 @@ from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, UsageEvent
 from playbook.outcomes.links import bullet_ids, pull_request_links
 from tests.loop_harness import REPO, Loop
+from tests.payloads import pull_request
 from tests.support import put
 from webhooks import create_app
 
@@ -191,12 +192,10 @@ def test_a_delivery_is_not_found_by_a_lookalike_row_id(engine: Engine) -> None:
 
 
 def test_a_pr_citing_lookalike_ids_cites_nothing(loop: Loop, engine: Engine, two: None) -> None:
-    from tests.e2e.test_loop import pr_payload
-
     body = f"Fixes CTMS-4337. Applied [pb-1{ARABIC_ZERO}], pb-{FULL_ONE} and pb-{BOLD_ONE}."
-    loop.github_event("pull_request.opened", pr_payload("opened", body=body))
+    loop.github_event("pull_request.opened", pull_request("opened", body=body))
     loop.process()
     assert counts(loop.engine) == {}
-    loop.github_event("pull_request.edited", pr_payload("edited", body=body + " Also [pb-10]."))
+    loop.github_event("pull_request.edited", pull_request("edited", body=body + " Also [pb-10]."))
     loop.process()
     assert counts(loop.engine) == {"pb-10": 1}

@@ -19,6 +19,7 @@ from playbook.lessons import lifecycle
 from playbook.models import Bullet, RateWindow
 from playbook.outcomes import self_reports, tracking, usage
 from playbook.search import ranking
+from tests.payloads import fixture
 from tests.support import ROOT, saw
 from webhooks import create_app
 
@@ -229,7 +230,6 @@ def test_a_report_from_the_future_is_recorded_as_now(api: Any, lessons: Engine) 
 
 
 def test_deliveries_make_tickets_seen(engine: Engine, loop: Any) -> None:
-    from tests.loop_harness import fixture
 
     with transaction(engine) as session:
         lifecycle.add(session, TEXTS[0], learned_from="CTMS-1", actor="t")
