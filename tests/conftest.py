@@ -64,6 +64,36 @@ def engine(migrated_engine: Engine) -> Engine:
     return migrated_engine
 
 
+@pytest.fixture
+def seeded(engine: Engine) -> Engine:
+    """The standard small playbook, on the test database (returned, to read it back):
+
+    - pb-1 "Retry webhooks with an idempotency key": active, global scope, from CTMS-1
+    - pb-2 "Never hold a database lock across HTTP": active, global scope, from CTMS-2
+    - pb-3 "Pin chromium in CI for screenshots": active, scope acme/api, from acme/api#3
+    - pb-4 "Vendor the chart library for the stats page": active, scope other/web,
+      from other/web#9
+    - pb-5 "Cache the search index between requests": proposed, global scope, from CTMS-5
+
+    No usage, no tickets seen (``tests.support.saw`` makes some), no deliveries.
+    """
+    from playbook.lessons import lifecycle
+
+    lessons = [
+        ("Retry webhooks with an idempotency key", "CTMS-1", "global", "active"),
+        ("Never hold a database lock across HTTP", "CTMS-2", "global", "active"),
+        ("Pin chromium in CI for screenshots", "acme/api#3", "acme/api", "active"),
+        ("Vendor the chart library for the stats page", "other/web#9", "other/web", "active"),
+        ("Cache the search index between requests", "CTMS-5", "global", "proposed"),
+    ]
+    with db.transaction(engine) as session:
+        for text, learned_from, scope, status in lessons:
+            lifecycle.add(
+                session, text, learned_from=learned_from, scope=scope, actor="t", status=status
+            )
+    return engine
+
+
 @pytest.fixture(autouse=True)
 def _restore_clock() -> Iterator[None]:
     # Tests pin the clock; put the real one back whatever the test did.

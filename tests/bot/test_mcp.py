@@ -46,7 +46,7 @@ def run(session: Callable[[], Awaitable[None]]) -> None:
 
 
 @pytest.fixture
-def seeded(engine: Engine) -> dict[str, str]:
+def two_scopes(engine: Engine) -> dict[str, str]:
     """A global lesson, and one of another repository's scope."""
     with db.transaction(engine) as session:
         stripe = lifecycle.add(
@@ -86,7 +86,7 @@ def error_text(result: Any) -> str:
     return " ".join(block.text for block in result.content)
 
 
-async def check_tools_and_errors(client: Client, seeded: dict[str, str]) -> None:
+async def check_tools_and_errors(client: Client, two_scopes: dict[str, str]) -> None:
     """What both transports must do alike: the four tools, and mistakes as readable errors."""
     listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(listed) == TOOLS
@@ -108,7 +108,7 @@ async def check_tools_and_errors(client: Client, seeded: dict[str, str]) -> None
         await client.call_tool("search_lessons", {"query": "stripe", "k": 101})
     )
     bogus = await client.call_tool(
-        "record_usage", {"ticket": "CTMS-9", "lesson_ids": [seeded["stripe"]], "kind": "bogus"}
+        "record_usage", {"ticket": "CTMS-9", "lesson_ids": [two_scopes["stripe"]], "kind": "bogus"}
     )
     assert "kind" in error_text(bogus)
     assert "query" in error_text(await client.call_tool("search_lessons", {"query": "   "}))
@@ -120,17 +120,17 @@ async def check_tools_and_errors(client: Client, seeded: dict[str, str]) -> None
     # Every error left the session working.
     found = await client.call_tool("search_lessons", {"query": "stripe webhook retries"})
     assert not found.is_error
-    assert [hit["id"] for hit in found.structured_content["lessons"]] == [seeded["stripe"]]
+    assert [hit["id"] for hit in found.structured_content["lessons"]] == [two_scopes["stripe"]]
 
 
-async def check_prompt_and_resources(client: Client, seeded: dict[str, str]) -> None:
+async def check_prompt_and_resources(client: Client, two_scopes: dict[str, str]) -> None:
     """The lesson resource, the guide and the prompt."""
     templates = (await client.list_resource_templates()).resource_templates
     assert [t.uri_template for t in templates] == ["playbook://lessons/{id}"]
-    read = await client.read_resource(f"playbook://lessons/{seeded['stripe']}")
+    read = await client.read_resource(f"playbook://lessons/{two_scopes['stripe']}")
     (content,) = read.contents
     assert content.mime_type == "application/json"
-    assert f'"id":"{seeded["stripe"]}"' in content.text
+    assert f'"id":"{two_scopes["stripe"]}"' in content.text
     with pytest.raises(MCPError, match="no bullet with id 'pb-999'"):
         await client.read_resource("playbook://lessons/pb-999")
     guide = await client.read_resource("playbook://guide")
@@ -165,20 +165,20 @@ def stdio(database_url: str, tmp_path: Path) -> Iterator[Callable[..., Client]]:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-def test_stdio_tools_errors_prompt_and_resources(stdio, seeded, mode: str) -> None:
+def test_stdio_tools_errors_prompt_and_resources(stdio, two_scopes, mode: str) -> None:
     async def session() -> None:
         async with stdio(mode) as client:
             assert (client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS) == (mode == "legacy")
             assert client.server_info is not None
             assert client.server_info.name == "playbook"
-            await check_tools_and_errors(client, seeded)
-            await check_prompt_and_resources(client, seeded)
+            await check_tools_and_errors(client, two_scopes)
+            await check_prompt_and_resources(client, two_scopes)
 
     run(session)
 
 
-def test_stdio_search_cite_and_propose(stdio, seeded, engine: Engine) -> None:
-    stripe = seeded["stripe"]
+def test_stdio_search_cite_and_propose(stdio, two_scopes, engine: Engine) -> None:
+    stripe = two_scopes["stripe"]
     saw(engine, "CTMS-9")
 
     async def session() -> None:
@@ -243,7 +243,7 @@ def test_stdio_search_cite_and_propose(stdio, seeded, engine: Engine) -> None:
     run(session)
 
 
-def test_stdio_logs_go_to_stderr(stdio, seeded, tmp_path: Path) -> None:
+def test_stdio_logs_go_to_stderr(stdio, two_scopes, tmp_path: Path) -> None:
     async def session() -> None:
         async with stdio() as client:
             await client.call_tool("get_lesson", {"id": "pb-999"})
@@ -292,14 +292,14 @@ def test_database_down_is_a_one_line_tool_error(tmp_path: Path) -> None:
         engine.dispose()
 
 
-def test_http_caller_without_a_token_is_refused_by_the_tools(engine: Engine, seeded) -> None:
+def test_http_caller_without_a_token_is_refused_by_the_tools(engine: Engine, two_scopes) -> None:
     # Behind a transport that forgot the token check, the tools still act for nobody.
     settings = Settings(PLAYBOOK_AGENT_TOKENS=AGENT, _env_file=None)
     server = build_server(settings, lambda: engine, bearer_caller(settings))
 
     async def session() -> None:
         async with Client(server) as client:
-            result = await client.call_tool("get_lesson", {"id": seeded["stripe"]})
+            result = await client.call_tool("get_lesson", {"id": two_scopes["stripe"]})
             assert "not authenticated" in error_text(result)
 
     run(session)
@@ -344,16 +344,16 @@ async def connect(
         await body(client)
 
 
-def test_http_tools_errors_prompt_and_resources(served: str, seeded) -> None:
+def test_http_tools_errors_prompt_and_resources(served: str, two_scopes) -> None:
     async def body(client: Client) -> None:
-        await check_tools_and_errors(client, seeded)
-        await check_prompt_and_resources(client, seeded)
+        await check_tools_and_errors(client, two_scopes)
+        await check_prompt_and_resources(client, two_scopes)
 
     run(lambda: connect(served, AGENT, body))
 
 
-def test_http_agent_token_cites_as_the_agent(served: str, seeded, engine: Engine) -> None:
-    stripe = seeded["stripe"]
+def test_http_agent_token_cites_as_the_agent(served: str, two_scopes, engine: Engine) -> None:
+    stripe = two_scopes["stripe"]
     saw(engine, "CTMS-9")
 
     async def body(client: Client) -> None:
@@ -382,13 +382,13 @@ def test_http_agent_token_cites_as_the_agent(served: str, seeded, engine: Engine
     assert consumers(engine, stripe, "cited") == ["agent:claude"]
 
 
-def test_http_maintainer_token_works(served: str, seeded) -> None:
+def test_http_maintainer_token_works(served: str, two_scopes) -> None:
     async def body(client: Client) -> None:
         # The maintainer sees every scope, and still has no tool to approve or deprecate.
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS
-        other = await client.call_tool("get_lesson", {"id": seeded["other"]})
+        other = await client.call_tool("get_lesson", {"id": two_scopes["other"]})
         assert other.structured_content["scope"] == "other/repo"
-        cite = {"ticket": "OTHER-8", "lesson_ids": [seeded["other"]], "kind": "cited"}
+        cite = {"ticket": "OTHER-8", "lesson_ids": [two_scopes["other"]], "kind": "cited"}
         assert (await client.call_tool("record_usage", cite)).structured_content["recorded"] == 1
 
     run(lambda: connect(served, MAINTAINER, body))
@@ -397,9 +397,9 @@ def test_http_maintainer_token_works(served: str, seeded) -> None:
 # Clients of the 2025 protocol revisions (initialize handshake) and of the current one.
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_http_scoped_agent_stays_in_its_scope(
-    served: str, seeded, engine: Engine, mode: str
+    served: str, two_scopes, engine: Engine, mode: str
 ) -> None:
-    other = seeded["other"]
+    other = two_scopes["other"]
 
     async def body(client: Client) -> None:
         assert (client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS) == (mode == "legacy")
@@ -412,7 +412,7 @@ def test_http_scoped_agent_stays_in_its_scope(
         found = await client.call_tool("search_lessons", {"query": "Kafka consumer group schema"})
         assert found.structured_content["lessons"] == []
         # The global lesson is in every scope.
-        shared = await client.call_tool("get_lesson", {"id": seeded["stripe"]})
+        shared = await client.call_tool("get_lesson", {"id": two_scopes["stripe"]})
         assert not shared.is_error
 
         # A scope in the arguments is not an argument of the tool: the token's scope wins.

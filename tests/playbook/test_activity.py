@@ -67,7 +67,9 @@ def weekly(engine: Engine, weeks: int = 4, now: datetime | None = NOW) -> list[a
 
 
 @pytest.fixture
-def seeded(engine: Engine) -> Engine:
+def weekly_history(engine: Engine) -> Engine:
+    """Three lessons about caches and four weeks of what happened to them: searches for
+    tickets, loads and cites (in and outside PRs), and the PRs that were merged or closed."""
     one, two, three = (add(engine, f"Lesson number {n} about caches") for n in (1, 2, 3))
     # Tickets: one first searched before the window, one on each side of a Monday midnight
     # (the one before it shown a lesson only on its second search), one never shown any.
@@ -101,8 +103,8 @@ def seeded(engine: Engine) -> Engine:
     return engine
 
 
-def test_each_week_counts_what_happened_in_it(seeded: Engine) -> None:
-    weeks = weekly(seeded)
+def test_each_week_counts_what_happened_in_it(weekly_history: Engine) -> None:
+    weeks = weekly(weekly_history)
     assert [w.start for w in weeks] == [
         date(2026, 2, 23),
         date(2026, 3, 2),
@@ -117,13 +119,13 @@ def test_each_week_counts_what_happened_in_it(seeded: Engine) -> None:
     ]
 
 
-def test_coverage_is_the_share_of_new_tickets_shown_a_lesson(seeded: Engine) -> None:
-    assert [w.coverage for w in weekly(seeded)] == [1.0, 1.0, None, 0.0]
+def test_coverage_is_the_share_of_new_tickets_shown_a_lesson(weekly_history: Engine) -> None:
+    assert [w.coverage for w in weekly(weekly_history)] == [1.0, 1.0, None, 0.0]
 
 
-def test_the_weeks_add_up_to_the_totals_of_stats(seeded: Engine) -> None:
-    weeks = weekly(seeded, weeks=12)  # reaches back to every ticket's first search
-    with transaction(seeded) as session:
+def test_the_weeks_add_up_to_the_totals_of_stats(weekly_history: Engine) -> None:
+    weeks = weekly(weekly_history, weeks=12)  # reaches back to every ticket's first search
+    with transaction(weekly_history) as session:
         totals = upkeep.stats(session, now=NOW)
     assert sum(w.tickets for w in weeks) == totals["coverage"]["tickets"] == 4
     assert sum(w.covered for w in weeks) == totals["coverage"]["with_lessons"] == 3
@@ -141,15 +143,15 @@ def test_empty_weeks_are_there_with_zeros(engine: Engine) -> None:
     assert all(w.coverage is None for w in weeks)
 
 
-def test_a_monday_midnight_starts_the_current_week(seeded: Engine) -> None:
-    weeks = weekly(seeded, weeks=2, now=MONDAY + timedelta(weeks=2))
+def test_a_monday_midnight_starts_the_current_week(weekly_history: Engine) -> None:
+    weeks = weekly(weekly_history, weeks=2, now=MONDAY + timedelta(weeks=2))
     assert [w.start for w in weeks] == [date(2026, 3, 9), date(2026, 3, 16)]
-    assert weekly(seeded, weeks=1, now=MONDAY + timedelta(weeks=2) - TICK)[0].merged == 1
+    assert weekly(weekly_history, weeks=1, now=MONDAY + timedelta(weeks=2) - TICK)[0].merged == 1
 
 
-def test_the_current_week_comes_from_the_clock(seeded: Engine) -> None:
+def test_the_current_week_comes_from_the_clock(weekly_history: Engine) -> None:
     with clock.frozen(NOW):
-        assert weekly(seeded, now=None) == weekly(seeded)
+        assert weekly(weekly_history, now=None) == weekly(weekly_history)
 
 
 def test_an_offset_time_is_read_in_utc(engine: Engine) -> None:

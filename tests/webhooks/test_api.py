@@ -14,14 +14,6 @@ from webhooks import create_app
 AUTH = {"Authorization": "Bearer agent-token"}
 
 
-@pytest.fixture
-def seeded(engine: Engine) -> Engine:
-    with transaction(engine) as session:
-        lifecycle.add(session, "Retry with an idempotency key", learned_from="CTMS-1", actor="t")
-        lifecycle.add(session, "Never hold a lock across HTTP", learned_from="CTMS-2", actor="t")
-    return engine
-
-
 def bullet(engine: Engine, bullet_id: str):
     with transaction(engine) as session:
         return lifecycle.get(session, bullet_id)

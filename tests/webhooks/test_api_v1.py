@@ -6,7 +6,6 @@ import pytest
 from sqlalchemy import Engine
 
 from playbook.db import transaction
-from playbook.lessons import lifecycle
 from playbook.models import Revision
 from playbook.outcomes import usage
 from tests.support import saw
@@ -30,39 +29,6 @@ def api(engine: Engine, settings):
         engine=engine,
     )
     return app.test_client()
-
-
-@pytest.fixture
-def seeded(engine: Engine) -> Engine:
-    with transaction(engine) as session:
-        lifecycle.add(
-            session, "Retry webhooks with an idempotency key", learned_from="CTMS-1", actor="t"
-        )
-        lifecycle.add(
-            session, "Never hold a database lock across HTTP", learned_from="CTMS-2", actor="t"
-        )
-        lifecycle.add(
-            session,
-            "Pin chromium in CI for screenshots",
-            learned_from="acme/api#3",
-            actor="t",
-            scope="acme/api",
-        )
-        lifecycle.add(
-            session,
-            "Vendor the chart library for the stats page",
-            learned_from="other/web#9",
-            actor="t",
-            scope="other/web",
-        )
-        lifecycle.add(
-            session,
-            "Cache the search index between requests",
-            learned_from="CTMS-5",
-            actor="t",
-            status="proposed",
-        )
-    return engine
 
 
 def problem(response, status: int, field: str | None = None) -> dict:

@@ -261,13 +261,6 @@ def test_jira_credentials_that_do_not_match_are_401(client, engine: Engine, head
 # --- the agent API ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def seeded(engine: Engine) -> Engine:
-    with transaction(engine) as session:
-        lifecycle.add(session, "Retry with an idempotency key", learned_from="CTMS-1", actor="t")
-    return engine
-
-
 def cite(**changes: Any) -> dict[str, Any]:
     return {"event": "cited", "lessonIds": ["pb-1"], "ticketId": "CTMS-9", **changes}
 
