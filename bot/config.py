@@ -8,7 +8,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from playbook.outcomes.pull_outcome import DemotePolicy
@@ -268,6 +268,25 @@ class Settings(BaseSettings):
     )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
 
+    # The controlled holdout (issue 27): off unless a percentage is set.
+    holdout_percent: int = Field(
+        0,
+        ge=0,
+        # Above half, the held-out arm would be the bigger one: most tickets would go without
+        # the playbook to measure it, which is no longer a holdout.
+        le=50,
+        validation_alias="PLAYBOOK_HOLDOUT_PERCENT",
+        description="Share of new tickets (0 to 50) that get no lessons, to measure what the "
+        "playbook does; 0 turns the experiment off. A new value applies to new tickets only.",
+    )
+    # SecretStr: repr(settings), str(settings) and model_dump() show asterisks, never the salt.
+    experiment_salt: SecretStr | None = Field(
+        None,
+        validation_alias="PLAYBOOK_EXPERIMENT_SALT",
+        description="Secret key of the hash that assigns tickets to the holdout; unset, one is "
+        "generated and stored in the database on first use. Changing it reshuffles new tickets.",
+    )
+
     def secret_values(self) -> list[str]:
         """Every secret these settings hold, for scrubbing logs, errors and replies."""
         from sqlalchemy.engine import make_url
@@ -283,6 +302,7 @@ class Settings(BaseSettings):
             self.github_token,
             self.jira_api_token,
             self.jira_pat,
+            self.experiment_salt.get_secret_value() if self.experiment_salt else None,
             self.database_url if "@" in self.database_url else None,
         ]
         with suppress(ArgumentError):

@@ -381,3 +381,44 @@ class RateWindow(Base):
     # The window's start, in whole seconds since the epoch.
     window_start: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     hits: Mapped[int] = mapped_column(Integer, default=0)
+
+
+# The holdout's two arms (issue 27): a ticket is shown lessons, or held out of them.
+EXPERIMENT_ARMS = ("shown", "held_out")
+
+
+class ExperimentAssignment(Base):
+    """A ticket's arm in the holdout and the percentage in force, fixed when first seen."""
+
+    __tablename__ = "experiment_assignments"
+
+    # Canonical spelling (playbook.experiment.assignment.canonical): PB-12, owner/repo#12.
+    ticket_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    arm: Mapped[str] = mapped_column(String(16))  # one of EXPERIMENT_ARMS
+    percent: Mapped[int] = mapped_column(Integer)
+    assigned_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ExperimentPeriod(Base):
+    """A period the holdout ran, at one percentage: who started and stopped it, and when."""
+
+    __tablename__ = "experiment_periods"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    percent: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_by: Mapped[str] = mapped_column(String(200))
+    # Both unset while the period runs.
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    stopped_by: Mapped[str | None] = mapped_column(String(200))
+
+
+class ExperimentSalt(Base):
+    """The one generated key of the holdout's hash, when PLAYBOOK_EXPERIMENT_SALT is unset."""
+
+    __tablename__ = "experiment_salt"
+
+    # Always 1: the primary key makes a second salt impossible, so racing first uses agree.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    value: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

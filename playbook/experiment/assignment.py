@@ -1,0 +1,193 @@
+"""Which arm of the holdout a ticket is in, fixed when first seen; the salt; the periods run.
+
+A ticket's arm is a keyed hash (HMAC-SHA256) of its canonical key: every redelivery, edit,
+worker and door computes the same arm, and the first one stored is kept for good, with the
+percentage in force then. Nothing here is wired into retrieval yet; with the percentage at 0
+(the default) nothing is stored and every ticket is outside the experiment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from playbook import clock
+from playbook.models import ExperimentAssignment, ExperimentPeriod, ExperimentSalt
+
+Arm = Literal["shown", "held_out"]
+
+MAX_PERCENT = 50
+# Buckets per percent point: a percentage with two decimals would still map exactly.
+_BUCKETS = 10_000
+_SALT_ROW = 1
+_GITHUB_KEY = re.compile(r"(?P<repo>[^#\s]+/[^#\s]+)#0*(?P<number>[0-9]+)")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A ticket's arm and the percentage in force when the experiment first saw it."""
+
+    ticket_key: str
+    arm: Arm
+    percent: int
+    assigned_at: datetime
+
+
+@dataclass(frozen=True)
+class Period:
+    """One run of the experiment at one percentage; ``stopped_at`` is None while it runs."""
+
+    id: int
+    percent: int
+    started_at: datetime
+    started_by: str
+    stopped_at: datetime | None
+    stopped_by: str | None
+
+
+def canonical(ticket_key: str) -> str:
+    """The one spelling of a ticket key: ``owner/repo#12`` lower-cased, Jira's ``PB-12`` upper.
+
+    GitHub owner and repository names are case-insensitive and Jira keys are upper-case
+    wherever Jira shows them, so ``Acme/API#07`` and ``acme/api#7`` are the same ticket and
+    must land in the same arm.
+    """
+    key = ticket_key.strip()
+    github = _GITHUB_KEY.fullmatch(key)
+    if github:
+        return f"{github['repo'].lower()}#{int(github['number'])}"
+    return key.upper()
+
+
+def _checked(percent: int) -> int:
+    if not 0 <= percent <= MAX_PERCENT:
+        raise ValueError(f"holdout percent must be 0 to {MAX_PERCENT}, not {percent}")
+    return percent
+
+
+def arm(salt: bytes, ticket_key: str, percent: int) -> Arm:
+    """The arm of ``ticket_key``: held out when its keyed hash falls in the first ``percent``%.
+
+    HMAC-SHA256 under a secret salt is a pseudo-random function: without the salt its output
+    for any key cannot be told from chance, so nobody can pick a key (open issues until one
+    lands "shown") or predict a ticket's arm, as they could with a plain hash of the key.
+    """
+    digest = hmac.new(salt, canonical(ticket_key).encode(), hashlib.sha256).digest()
+    # 64 bits modulo 10,000: the bias is below 1e-15, nothing a report could see.
+    bucket = int.from_bytes(digest[:8], "big") % _BUCKETS
+    return "held_out" if bucket < _checked(percent) * (_BUCKETS // 100) else "shown"
+
+
+def _insert(session: Session) -> Callable[..., Any]:
+    # Insert-if-absent exists on both databases, under one name in each dialect.
+    return (postgresql if session.get_bind().dialect.name == "postgresql" else sqlite).insert
+
+
+def salt(session: Session, configured: str | None) -> bytes:
+    """The experiment's salt: PLAYBOOK_EXPERIMENT_SALT, else the one stored on first use."""
+    if configured:
+        return configured.encode()
+    stored = session.get(ExperimentSalt, _SALT_ROW)
+    if stored is not None:
+        return stored.value
+    # Two processes may both find none: each inserts if absent and reads back whichever
+    # insert won, so both use the same salt (PostgreSQL waits on the other's uncommitted
+    # row; SQLite's BEGIN IMMEDIATE runs the two one after the other).
+    session.execute(
+        _insert(session)(ExperimentSalt)
+        .values(id=_SALT_ROW, value=secrets.token_bytes(32), created_at=clock.now())
+        .on_conflict_do_nothing(index_elements=["id"])
+    )
+    return session.scalars(select(ExperimentSalt.value).where(ExperimentSalt.id == _SALT_ROW)).one()
+
+
+def _assignment(row: ExperimentAssignment) -> Assignment:
+    return Assignment(row.ticket_key, row.arm, row.percent, row.assigned_at)  # type: ignore[arg-type]
+
+
+def assigned(session: Session, ticket_key: str) -> Assignment | None:
+    """The stored assignment of ``ticket_key``, or None if the experiment never saw it."""
+    row = session.get(ExperimentAssignment, canonical(ticket_key))
+    return None if row is None else _assignment(row)
+
+
+def assign(
+    session: Session, ticket_key: str, percent: int, salt: bytes, now: datetime
+) -> Assignment | None:
+    """The ticket's assignment: stored the first time it is seen with the experiment on,
+    the stored one ever after (a later percentage never moves it); None while it is off and
+    the ticket was never assigned (outside the experiment: nothing is stored)."""
+    key = canonical(ticket_key)
+    existing = assigned(session, key)
+    if existing is not None or _checked(percent) == 0:
+        return existing
+    # Insert-if-absent then read back: two workers racing on one ticket keep the first row
+    # (they compute the same arm; only a percentage changed between them could differ).
+    session.execute(
+        _insert(session)(ExperimentAssignment)
+        .values(ticket_key=key, arm=arm(salt, key, percent), percent=percent, assigned_at=now)
+        .on_conflict_do_nothing(index_elements=["ticket_key"])
+    )
+    return assigned(session, key)
+
+
+def _period(row: ExperimentPeriod) -> Period:
+    return Period(
+        row.id, row.percent, row.started_at, row.started_by, row.stopped_at, row.stopped_by
+    )
+
+
+def running(session: Session) -> Period | None:
+    """The period running now, or None when the experiment is stopped."""
+    row = session.scalars(
+        select(ExperimentPeriod)
+        .where(ExperimentPeriod.stopped_at.is_(None))
+        .order_by(ExperimentPeriod.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else _period(row)
+
+
+def start(session: Session, percent: int, now: datetime, actor: str) -> Period:
+    """Run the experiment at ``percent`` from ``now``; a running period at another percentage
+    is stopped first, so each period has one percentage (starting it again changes nothing)."""
+    if _checked(percent) == 0:
+        raise ValueError("holdout percent 0 is no experiment: stop it instead")
+    current = running(session)
+    if current is not None and current.percent == percent:
+        return current
+    if current is not None:
+        stop(session, now, actor)
+    row = ExperimentPeriod(percent=percent, started_at=now, started_by=actor)
+    session.add(row)
+    session.flush()
+    return _period(row)
+
+
+def stop(session: Session, now: datetime, actor: str) -> Period | None:
+    """Stop the running period at ``now``; None when none was running."""
+    rows = session.scalars(
+        select(ExperimentPeriod).where(ExperimentPeriod.stopped_at.is_(None))
+    ).all()
+    for row in rows:
+        row.stopped_at, row.stopped_by = now, actor
+    session.flush()
+    return _period(rows[-1]) if rows else None
+
+
+def periods(session: Session) -> list[Period]:
+    """Every period the experiment ran, oldest first."""
+    rows = session.scalars(
+        select(ExperimentPeriod).order_by(ExperimentPeriod.started_at, ExperimentPeriod.id)
+    )
+    return [_period(row) for row in rows]
