@@ -1,0 +1,315 @@
+"""The holdout's statistics: merge rates, their difference, power, sample ratio and verdicts."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from statsmodels.stats.power import NormalIndPower
+from statsmodels.stats.proportion import (
+    confint_proportions_2indep,
+    proportion_confint,
+    proportion_effectsize,
+)
+from statsmodels.tools.sm_exceptions import ConvergenceWarning
+
+ALPHA = 0.05
+POWER = 0.8
+# Real sample ratio mismatches (a broken assignment, lost logs) give p-values far below this;
+# the check runs again every time the report is read, so a looser threshold would raise false
+# alarms that teach readers to ignore it (Fabijan et al., "Diagnosing Sample Ratio Mismatch",
+# KDD 2019, use the same 0.001).
+SRM_P_VALUE = 0.001
+# Fewer merge times than this make a bootstrap interval of the median no more than their range.
+MIN_BOOTSTRAP_VALUES = 5
+BOOTSTRAP_RESAMPLES = 9_999
+# The differences the report says how many tickets would detect, in points of merge rate.
+DETECTABLE_POINTS = (5, 10)
+MIN_TICKETS = 20
+
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class ArmCounts:
+    """One arm's tickets: how many, how many have an outcome, merged, and their measures."""
+
+    tickets: int
+    with_outcome: int
+    merged: int
+    merge_hours: Sequence[float] = ()
+    review_rounds: Sequence[int] = ()
+
+    def __post_init__(self) -> None:
+        """Refuse counts that cannot be (more merged than outcomes, negative, non-finite)."""
+        if not 0 <= self.merged <= self.with_outcome <= self.tickets:
+            raise ValueError(
+                f"need 0 <= merged <= with_outcome <= tickets, got {self.merged}, "
+                f"{self.with_outcome}, {self.tickets}"
+            )
+        if not all(math.isfinite(h) and h >= 0 for h in self.merge_hours):
+            raise ValueError("merge_hours must be finite and non-negative")
+        if any(r < 0 for r in self.review_rounds):
+            raise ValueError("review_rounds must be non-negative")
+        # Tuples, so the frozen dataclass is really immutable and hashable.
+        object.__setattr__(self, "merge_hours", tuple(float(h) for h in self.merge_hours))
+        object.__setattr__(self, "review_rounds", tuple(int(r) for r in self.review_rounds))
+
+    @property
+    def merge_rate(self) -> float | None:
+        """Merged over tickets with an outcome; None while none has one."""
+        return self.merged / self.with_outcome if self.with_outcome else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A difference of two merge rates (shown minus held out) and its 95% interval."""
+
+    difference: float
+    low: float
+    high: float
+
+    @property
+    def conclusive(self) -> bool:
+        """Whether the whole interval lies on one side of zero."""
+        return self.low > 0 or self.high < 0
+
+
+def wilson_interval(merged: int, n: int, alpha: float = ALPHA) -> Interval | None:
+    """The Wilson score interval of merged/n; None when n is 0."""
+    if n <= 0:
+        return None
+    low, high = proportion_confint(merged, n, alpha=alpha, method="wilson")
+    return _around(merged / n, float(low), float(high), floor=0.0)
+
+
+def newcombe_difference(
+    m1: int, n1: int, m2: int, n2: int, alpha: float = ALPHA
+) -> Comparison | None:
+    """m1/n1 minus m2/n2 with Newcombe's hybrid score interval; None if either n is 0."""
+    if n1 <= 0 or n2 <= 0:
+        return None
+    # statsmodels spells it "newcomb": Newcombe's (1998) method 10, Wilson intervals combined.
+    low, high = confint_proportions_2indep(
+        m1, n1, m2, n2, method="newcomb", compare="diff", alpha=alpha
+    )
+    difference = m1 / n1 - m2 / n2
+    return Comparison(difference, *_around(difference, float(low), float(high), floor=-1.0))
+
+
+def bootstrap_median_ci(
+    values: Sequence[float], seed: int = 0, alpha: float = ALPHA
+) -> Interval | None:
+    """A percentile bootstrap interval of the median, the same for the same seed; None if few."""
+    if len(values) < MIN_BOOTSTRAP_VALUES:
+        return None
+    # Percentile, not scipy's default BCa: BCa's jackknife divides by zero when merge times
+    # tie (they often do, rounded to hours), giving NaN and a RuntimeWarning.
+    result = stats.bootstrap(
+        (np.asarray(values, dtype=float),),
+        np.median,
+        confidence_level=1 - alpha,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
+    return float(low), float(high)
+
+
+def tickets_needed(
+    p_base: float, difference: float, power: float = POWER, alpha: float = ALPHA
+) -> int | None:
+    """Tickets with an outcome per arm to detect a difference of this size from p_base.
+
+    Both directions that stay within [0, 1] are tried and the larger need is returned, since
+    the test is two-sided; None when the difference is 0, fits neither way or is 0% against
+    100% (where statsmodels' solver finds no size).
+    """
+    size = abs(difference)
+    if size == 0 or not 0 <= p_base <= 1:
+        return None
+    needs = []
+    for other in (p_base + size, p_base - size):
+        if 0 <= other <= 1:
+            effect = proportion_effectsize(other, p_base)
+            # At the largest effect (0% against 100%) the root finder steps to negative sample
+            # sizes and gives up: a warning and NaN, which is read here as "cannot say".
+            with (
+                np.errstate(invalid="ignore"),
+                warnings.catch_warnings(action="ignore", category=ConvergenceWarning),
+            ):
+                n = NormalIndPower().solve_power(
+                    effect_size=effect, power=power, alpha=alpha, ratio=1.0
+                )
+            if math.isfinite(n):
+                needs.append(math.ceil(float(n)))
+    return max(needs) if needs else None
+
+
+def sample_ratio_mismatch(shown: int, held_out: int, held_out_share: float) -> dict[str, Any]:
+    """Arm sizes tested against the configured split (chi-square); a mismatch is a warning."""
+    if not 0 < held_out_share < 1:
+        raise ValueError(f"held_out_share must be between 0 and 1, got {held_out_share}")
+    total = shown + held_out
+    report: dict[str, Any] = {
+        "expected_held_out_share": held_out_share,
+        "observed_held_out_share": held_out / total if total else None,
+        "p_value": None,
+        "mismatch": False,
+        "warning": None,
+    }
+    if total == 0:
+        return report
+    expected = [total * (1 - held_out_share), total * held_out_share]
+    p_value = float(stats.chisquare([shown, held_out], f_exp=expected).pvalue)
+    report["p_value"] = p_value
+    if p_value < SRM_P_VALUE:
+        report["mismatch"] = True
+        report["warning"] = (
+            f"Sample ratio mismatch: {shown:,} tickets shown and {held_out:,} held out, against "
+            f"a configured {round(100 * (1 - held_out_share))}/{round(100 * held_out_share)} "
+            f"split (p < {SRM_P_VALUE}): the assignment or its logging is broken, so no effect "
+            "below can be trusted."
+        )
+    return report
+
+
+def verdict_sentence(shown: ArmCounts, held_out: ArmCounts) -> str:
+    """One plain sentence on the merge-rate difference that claims no more than the data show."""
+    comparison = newcombe_difference(
+        shown.merged, shown.with_outcome, held_out.merged, held_out.with_outcome
+    )
+    if comparison is None:
+        return "Not enough data: an arm has no ticket with an outcome yet."
+    points = round(100 * comparison.difference)
+    if points > 0:
+        how = f"{points} points more often than"
+    elif points < 0:
+        how = f"{-points} points less often than"
+    else:
+        how = "about as often as"
+    head = (
+        f"Tickets shown lessons merged {how} tickets held out "
+        f"(95% CI {_points(comparison.low)} to {_points(comparison.high)})"
+    )
+    if comparison.low > 0:
+        return f"{head}: the whole interval is above zero, so this is unlikely to be chance."
+    if comparison.high < 0:
+        return f"{head}: the whole interval is below zero, so this is unlikely to be chance."
+    base = held_out.merge_rate
+    needed = None if base is None else tickets_needed(base, comparison.difference)
+    if needed is None:
+        return f"{head}: not conclusive yet."
+    more = needed - min(shown.with_outcome, held_out.with_outcome)
+    if more <= 0:
+        return (
+            f"{head}: not conclusive yet; the arms are already large enough for a difference "
+            "this size, so the true difference is likely smaller or none."
+        )
+    return (
+        f"{head}: not conclusive yet; about {more:,} more tickets with an outcome in each arm "
+        "would show a difference this size."
+    )
+
+
+def compare(
+    shown: ArmCounts, held_out: ArmCounts, held_out_share: float, seed: int = 0
+) -> dict[str, Any]:
+    """The report on both arms: sample ratio, each arm, the difference, a verdict, tickets needed.
+
+    A sample ratio mismatch comes first in the report and leads the verdict, since it makes
+    any effect untrustworthy.
+    """
+    srm = sample_ratio_mismatch(shown.tickets, held_out.tickets, held_out_share)
+    comparison = newcombe_difference(
+        shown.merged, shown.with_outcome, held_out.merged, held_out.with_outcome
+    )
+    verdict = verdict_sentence(shown, held_out)
+    if srm["mismatch"]:
+        verdict = f"{srm['warning']} {verdict}"
+    return {
+        "srm": srm,
+        "arms": {"shown": _arm(shown, seed), "held_out": _arm(held_out, seed)},
+        "difference": {
+            "merge_rate": None if comparison is None else comparison.difference,
+            "ci": None if comparison is None else [comparison.low, comparison.high],
+        },
+        "verdict": verdict,
+        "needed": [
+            {"points": p, "tickets_per_arm": tickets_needed(_base_rate(shown, held_out), p / 100)}
+            for p in DETECTABLE_POINTS
+        ],
+    }
+
+
+def lesson_effect(
+    shown: ArmCounts, held_out: ArmCounts, min_tickets: int = MIN_TICKETS
+) -> dict[str, Any]:
+    """One lesson's measured effect: tickets it was shown on against tickets it was held from."""
+    comparison = newcombe_difference(
+        shown.merged, shown.with_outcome, held_out.merged, held_out.with_outcome
+    )
+    if comparison is None or min(shown.with_outcome, held_out.with_outcome) < min_tickets:
+        verdict = "not enough data"
+    elif comparison.high < 0:
+        verdict = "measured harmful"
+    elif comparison.low > 0:
+        verdict = "measured helpful"
+    else:
+        verdict = "no clear effect"
+    return {
+        "shown": _counts(shown),
+        "held_out": _counts(held_out),
+        "difference": None if comparison is None else comparison.difference,
+        "ci": None if comparison is None else [comparison.low, comparison.high],
+        "verdict": verdict,
+    }
+
+
+def _arm(arm: ArmCounts, seed: int) -> dict[str, Any]:
+    """One arm's part of the report."""
+    interval = wilson_interval(arm.merged, arm.with_outcome)
+    hours = bootstrap_median_ci(arm.merge_hours, seed)
+    return {
+        **_counts(arm),
+        "merge_rate": arm.merge_rate,
+        "merge_rate_ci": None if interval is None else list(interval),
+        "median_hours_to_merge": float(np.median(arm.merge_hours)) if arm.merge_hours else None,
+        "median_hours_to_merge_ci": None if hours is None else list(hours),
+        "mean_review_rounds": float(np.mean(arm.review_rounds)) if arm.review_rounds else None,
+    }
+
+
+def _counts(arm: ArmCounts) -> dict[str, int]:
+    """An arm's three counts."""
+    return {"tickets": arm.tickets, "with_outcome": arm.with_outcome, "merged": arm.merged}
+
+
+def _base_rate(shown: ArmCounts, held_out: ArmCounts) -> float:
+    """The rate to size the sample from: held out's, else both arms', else 0.5 (the most)."""
+    if held_out.merge_rate is not None:
+        return held_out.merge_rate
+    with_outcome = shown.with_outcome + held_out.with_outcome
+    # Near 0.5 a difference is hardest to detect, so with no data the need is not understated.
+    return (shown.merged + held_out.merged) / with_outcome if with_outcome else 0.5
+
+
+def _around(estimate: float, low: float, high: float, floor: float) -> Interval:
+    """An interval kept within [floor, 1] and around its estimate.
+
+    Both hold exactly for Wilson and Newcombe; rounding can break them by a hair (7/7's Wilson
+    interval ends at 0.9999999999999999), which would show as a 100% rate outside its interval.
+    """
+    return max(min(low, estimate), floor), min(max(high, estimate), 1.0)
+
+
+def _points(value: float) -> str:
+    """A rate difference as signed percentage points: +18, -2, 0."""
+    points = round(100 * value)
+    return f"{points:+d}" if points else "0"
