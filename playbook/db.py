@@ -10,9 +10,11 @@ from functools import cache
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, exc, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, exc, inspect, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.expression import Insert
 
 from playbook.errors import DatabaseUnavailable
 
@@ -27,6 +29,16 @@ SCHEMA_HEAD = "0010"
 
 # Connections each process keeps open to a database server.
 POOL_SIZE = 16
+
+
+def conflict_insert(bind: Engine | Connection | Session, table: Any) -> Insert:
+    """An INSERT into ``table`` that can say ON CONFLICT, in ``bind``'s dialect.
+
+    PostgreSQL and SQLite spell insert-if-absent and upserts the same way, but SQLAlchemy
+    keeps each in its own dialect's ``insert``; every writer that needs one asks here.
+    """
+    name = (bind.get_bind() if isinstance(bind, Session) else bind).dialect.name
+    return (postgresql if name == "postgresql" else sqlite).insert(table)  # type: ignore[return-value]
 
 
 def make_engine(url: str) -> Engine:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Engine, delete
-from sqlalchemy.dialects import postgresql, sqlite
 
 from playbook import clock, db
 from playbook.models import RateWindow
@@ -34,8 +33,7 @@ def hit(
     """
     moment = (now or clock.now()).timestamp()
     window = int(moment // window_seconds) * window_seconds
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-    insert = dialect.insert(RateWindow).values(key=key, window_start=window, hits=1)
+    insert = db.conflict_insert(engine, RateWindow).values(key=key, window_start=window, hits=1)
     statement = insert.on_conflict_do_update(
         index_elements=["key", "window_start"], set_={"hits": RateWindow.hits + 1}
     ).returning(RateWindow.hits)

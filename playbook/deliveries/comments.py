@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, db
 from playbook.models import BotComment
 
 LESSONS = "lessons"
@@ -67,9 +66,8 @@ def reserve(
 ) -> Reservation:
     """Claim the comment slot for ``holder`` until ``ttl`` from now; Busy if another holds it."""
     now = clock.now()
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     session.execute(
-        dialect.insert(BotComment)
+        db.conflict_insert(session, BotComment)
         .values(
             target=target,
             ticket_key=ticket_key,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, delete, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from playbook import clock, db
 from playbook.models import WorkerHeartbeat
@@ -17,8 +16,9 @@ FORGET_AFTER = timedelta(days=1)
 def beat(engine: Engine, name: str, started_at: datetime) -> None:
     """Record that worker ``name`` is alive now."""
     now = clock.now()
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-    insert = dialect.insert(WorkerHeartbeat).values(name=name, started_at=started_at, beat_at=now)
+    insert = db.conflict_insert(engine, WorkerHeartbeat).values(
+        name=name, started_at=started_at, beat_at=now
+    )
     with db.transaction(engine) as session:
         # One upsert, not an insert and an update: a beat is a single statement.
         session.execute(

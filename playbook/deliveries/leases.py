@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import Engine, or_, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from playbook import clock, db
 from playbook.models import Lease
@@ -18,9 +17,8 @@ def acquire(engine: Engine, name: str, holder: str, ttl: timedelta) -> bool:
     """
     now = clock.now()
     with db.transaction(engine) as session:
-        dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
         session.execute(
-            dialect.insert(Lease)
+            db.conflict_insert(engine, Lease)
             .values(name=name, holder=None, expires_at=now)
             .on_conflict_do_nothing(index_elements=["name"])
         )

@@ -12,16 +12,14 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, db
 from playbook.models import ExperimentAssignment, ExperimentPeriod, ExperimentSalt
 
 Arm = Literal["shown", "held_out"]
@@ -88,11 +86,6 @@ def arm(salt: bytes, ticket_key: str, percent: int) -> Arm:
     return "held_out" if bucket < _checked(percent) * (_BUCKETS // 100) else "shown"
 
 
-def _insert(session: Session) -> Callable[..., Any]:
-    # Insert-if-absent exists on both databases, under one name in each dialect.
-    return (postgresql if session.get_bind().dialect.name == "postgresql" else sqlite).insert
-
-
 def salt(session: Session, configured: str | None) -> bytes:
     """The experiment's salt: PLAYBOOK_EXPERIMENT_SALT, else the one stored on first use."""
     if configured:
@@ -104,7 +97,7 @@ def salt(session: Session, configured: str | None) -> bytes:
     # insert won, so both use the same salt (PostgreSQL waits on the other's uncommitted
     # row; SQLite's BEGIN IMMEDIATE runs the two one after the other).
     session.execute(
-        _insert(session)(ExperimentSalt)
+        db.conflict_insert(session, ExperimentSalt)
         .values(id=_SALT_ROW, value=secrets.token_bytes(32), created_at=clock.now())
         .on_conflict_do_nothing(index_elements=["id"])
     )
@@ -134,7 +127,7 @@ def assign(
     # Insert-if-absent then read back: two workers racing on one ticket keep the first row
     # (they compute the same arm; only a percentage changed between them could differ).
     session.execute(
-        _insert(session)(ExperimentAssignment)
+        db.conflict_insert(session, ExperimentAssignment)
         .values(ticket_key=key, arm=arm(salt, key, percent), percent=percent, assigned_at=now)
         .on_conflict_do_nothing(index_elements=["ticket_key"])
     )

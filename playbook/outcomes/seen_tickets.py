@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, db
 from playbook.models import SeenTicket
 
 
@@ -16,10 +15,9 @@ def saw(session: Session, ticket_key: str, via: str) -> None:
     """Remember that a signed delivery was about ``ticket_key``; seeing it again adds nothing."""
     if not ticket_key:
         return
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     # Insert-if-absent: two workers handling deliveries about one ticket both succeed.
     session.execute(
-        dialect.insert(SeenTicket)
+        db.conflict_insert(session, SeenTicket)
         .values(ticket_key=ticket_key, via=via, seen_at=clock.now())
         .on_conflict_do_nothing(index_elements=["ticket_key"])
     )
