@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from playbook.experiment import holdout
 from playbook.outcomes.pull_outcome import DemotePolicy
 
 
@@ -286,6 +287,21 @@ class Settings(BaseSettings):
         description="Secret key of the hash that assigns tickets to the holdout; unset, one is "
         "generated and stored in the database on first use. Changing it reshuffles new tickets.",
     )
+
+    effect_min_tickets: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        validation_alias="PLAYBOOK_EFFECT_MIN_TICKETS",
+        description="Tickets with an outcome each side of a lesson's measured effect needs before "
+        "it is reported (and before it can mark the lesson measured harmful or helpful).",
+    )
+
+    @property
+    def experiment(self) -> holdout.Config:
+        """The holdout's settings as the domain reads them."""
+        salt = self.experiment_salt.get_secret_value() if self.experiment_salt else None
+        return holdout.Config(percent=self.holdout_percent, salt=salt or None)
 
     def secret_values(self) -> list[str]:
         """Every secret these settings hold, for scrubbing logs, errors and replies."""

@@ -8,7 +8,7 @@ PostgreSQL cannot store; identifiers that do not look like identifiers are refus
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -52,6 +52,21 @@ JiraId = Annotated[
 ]
 
 
+def _lenient_time(value: Any) -> datetime | None:
+    """A tracker's timestamp (GitHub ``...Z``, Jira ``...+0000``), or None when unreadable:
+    a creation time only measures time to merge, so a bad one never fails a delivery."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+Created = Annotated[datetime | None, BeforeValidator(_lenient_time)]
+
+
 class Model(BaseModel):
     """Base: unknown fields ignored (payloads carry far more than handlers read)."""
 
@@ -89,6 +104,7 @@ class Issue(Model):
     labels: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
     pull_request: dict[str, Any] | None = None
     user: User | None = None
+    created_at: Created = None
 
     def ticket(self, repo: str) -> Ticket:
         """The issue as retrieval sees it."""
@@ -222,6 +238,7 @@ class JiraFields(Model):
     labels: list[Name] = Field(default_factory=list, max_length=MAX_LABELS)
     components: list[NamedThing] = Field(default_factory=list, max_length=MAX_LABELS)
     project: NamedThing | None = None
+    created: Created = None
 
 
 class JiraIssue(Model):

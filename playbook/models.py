@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     true,
 )
 from sqlalchemy.engine import Dialect
@@ -396,7 +397,52 @@ class ExperimentAssignment(Base):
     ticket_key: Mapped[str] = mapped_column(String(200), primary_key=True)
     arm: Mapped[str] = mapped_column(String(16))  # one of EXPERIMENT_ARMS
     percent: Mapped[int] = mapped_column(Integer)
-    assigned_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    assigned_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    # The key as the bot's other tables spell it (ticket_links, usage_events): the join key.
+    ticket_ref: Mapped[str | None] = mapped_column(String(200), index=True)
+    # When the ticket was created (the tracker's own time), for time to merge.
+    created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The ticket's outcome from its linked pull requests (playbook/experiment/outcomes.py),
+    # recomputed from them whenever one changes: merged | closed (unmerged) | open; None while
+    # no pull request is linked.
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A pull request of it closed unmerged, whatever came after (kept with a later merge).
+    closed_unmerged: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Changes-requested reviews on its pull requests before the first merge (or so far).
+    review_rounds: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class ExperimentExposure(Base):
+    """A lesson shown to an experiment ticket (arm shown, mirroring its load) or one the bot
+    would have shown it (arm held_out): never a load, never counted anywhere but the report."""
+
+    __tablename__ = "experiment_exposures"
+    __table_args__ = (
+        UniqueConstraint("ticket_key", "bullet_id", name="uq_experiment_exposures_ticket_bullet"),
+        Index("ix_experiment_exposures_bullet_arm", "bullet_id", "arm"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    # Canonical spelling, as in experiment_assignments.
+    ticket_key: Mapped[str] = mapped_column(String(200))
+    bullet_id: Mapped[str] = mapped_column(ForeignKey("bullets.id"))
+    arm: Mapped[str] = mapped_column(String(16))
+    rank: Mapped[int | None] = mapped_column(Integer)
+    query_id: Mapped[str | None] = mapped_column(String(64))
+    consumer: Mapped[str | None] = mapped_column(String(200))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ExperimentReview(Base):
+    """A changes-requested review of a pull request: one review round, counted once."""
+
+    __tablename__ = "experiment_reviews"
+
+    # GitHub's review id: a redelivered review is the same row.
+    review_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    pr_key: Mapped[str] = mapped_column(String(200), index=True)
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class ExperimentPeriod(Base):
