@@ -200,6 +200,7 @@ def build_server(
                 k=k,
                 ticket=ticket,
                 max_chars=settings.comment_max_chars,
+                experiment=settings.experiment,
             ),
         )
 

@@ -21,6 +21,7 @@ from bot.outcomes import NETWORK_ERRORS, Deferred, describe
 from playbook import db
 from playbook.deliveries import comments, inbox, side_effects
 from playbook.errors import PlaybookError
+from playbook.experiment import holdout
 from playbook.lessons import ids
 from playbook.models import Delivery, SideEffect
 from playbook.search import retrieval
@@ -170,7 +171,7 @@ def _post(services: Services, effect: SideEffect, ref: TicketRef, *, queued: boo
     bullet_ids = list(effect.bullet_ids) if effect.bullet_ids is not None else None
     shown = bullet_ids or []
     after = (
-        (lambda session, _id: retrieval.record_shown_ids(session, ref.key, shown))
+        (lambda session, _id: _record_shown(session, ref.key, shown))
         if purpose == comments.LESSONS
         else None
     )
@@ -202,6 +203,13 @@ def _post(services: Services, effect: SideEffect, ref: TicketRef, *, queued: boo
             f"posting {what} on {ref.key} failed ({describe(error)}); try again"
         ) from None
     return _posted(services, effect, ref, comment_id)
+
+
+def _record_shown(session: Session, ticket_key: str, shown: list[str]) -> None:
+    """A kept lessons comment is on the ticket: its loads, and the experiment's exposures."""
+    retrieval.record_shown_ids(session, ticket_key, shown)
+    ranked = [(bullet_id, rank) for rank, bullet_id in enumerate(shown, start=1)]
+    holdout.record_if_shown(session, ticket_key, ranked, None, "playbook-bot")
 
 
 def _posted(

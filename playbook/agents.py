@@ -18,8 +18,9 @@ from pydantic import BaseModel, BeforeValidator, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import upkeep
+from playbook import clock, upkeep
 from playbook.errors import BulletNotFound, PlaybookError
+from playbook.experiment import holdout
 from playbook.lessons import checks, fields, lifecycle
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.outcomes import usage
@@ -160,6 +161,12 @@ class SearchAnswer(BaseModel):
     ticket: str | None = Field(description="The ticket the lessons were recorded as loaded for.")
     loads_recorded: int
     lessons: list[Hit]
+    held_out: bool = Field(
+        False,
+        description="True when the ticket is in the holdout experiment's held-out arm: it gets "
+        "no lessons from any door, so the playbook's effect can be measured.",
+    )
+    reason: str | None = Field(None, description="Why no lessons were returned, when held out.")
 
 
 class UsageAnswer(BaseModel):
@@ -277,11 +284,14 @@ def search(
     k: int = 5,
     ticket: str | None = None,
     max_chars: int | None = None,
+    experiment: holdout.Config = holdout.OFF,
 ) -> SearchAnswer:
     """The lessons that fit ``query`` (first line: the summary), as the bot ranks them.
 
     With ``ticket``, the lessons returned are recorded as loaded for it, once per ticket.
     At most MAX_K lessons, whose texts fit ``max_chars`` together (the comment budget).
+    A ticket in the holdout's held-out arm gets none: what would have been returned is kept
+    as would-have-shown exposures, never as loads.
     """
     text = fields.bounded(query, "query", QUERY_CHARS).strip()
     if not text:
@@ -293,17 +303,33 @@ def search(
         key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS) or None
     retriever = Retriever.shared(session)
     scopes = caller.view.scopes() or ALL_SCOPES
+    now = clock.now()
+    arm = holdout.arm_for(session, experiment, key, now)
     result = retriever.search(
         session,
         Ticket.from_text(text, key=key),
         k=min(k, MAX_K),
         max_chars=max_chars,
-        record=key is not None,
+        record=key is not None and arm != "held_out",
         scopes=scopes,
         consumer=caller.actor,
         # The ticket is the agent's word: an invented one must not keep lessons from pruning.
         source=caller.actor,
     )
+    if key is not None and arm is not None:
+        ranked = [(hit.bullet_id, hit.rank) for hit in result.hits]
+        holdout.record_exposures(
+            session, key, arm, ranked, query_id=result.query_id, consumer=caller.actor, now=now
+        )
+    if arm == "held_out":
+        return SearchAnswer(
+            query_id=result.query_id,
+            ticket=key,
+            loads_recorded=0,
+            lessons=[],
+            held_out=True,
+            reason=holdout.HELD_OUT_REASON,
+        )
     return SearchAnswer(
         query_id=result.query_id,
         ticket=key,

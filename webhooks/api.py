@@ -332,7 +332,13 @@ def _search(text: str, k: int, ticket: str | None) -> Response:
     settings = runtime().settings
     with db.transaction(runtime().engine) as session:
         answer = agents.search(
-            session, _caller(), text, k=k, ticket=ticket, max_chars=settings.comment_max_chars
+            session,
+            _caller(),
+            text,
+            k=k,
+            ticket=ticket,
+            max_chars=settings.comment_max_chars,
+            experiment=settings.experiment,
         )
     return _json(answer)
 

@@ -7,6 +7,8 @@ import textwrap
 import click
 
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
+from playbook import clock
+from playbook.experiment import holdout
 from playbook.search.ranking import RANK_MODES
 from playbook.search.retrieval import Retriever
 from playbook.search.text import Ticket
@@ -49,9 +51,37 @@ def search(
         key=ticket,
     )
     with ctx.transaction() as session:
+        now = clock.now()
+        arm = holdout.arm_for(session, ctx.settings.experiment, ticket, now)
         result = Retriever.shared(session).search(
-            session, query, k=k, rank_by=rank_by, max_chars=max_chars, record=record
+            session,
+            query,
+            k=k,
+            rank_by=rank_by,
+            max_chars=max_chars,
+            record=record and arm != "held_out",
         )
+        if record and ticket and arm is not None:
+            ranked = [(hit.bullet_id, hit.rank) for hit in result.hits]
+            holdout.record_exposures(
+                session, ticket, arm, ranked, query_id=result.query_id, consumer=ctx.actor, now=now
+            )
+    if arm == "held_out":
+        # Held out from every door, this one too: the team's own search must not leak the
+        # lessons an agent would then pass on.
+        if as_json:
+            echo_json(
+                {
+                    "query_id": result.query_id,
+                    "recorded": False,
+                    "held_out": True,
+                    "reason": holdout.HELD_OUT_REASON,
+                    "results": [],
+                }
+            )
+        else:
+            note(f"{ticket}: {holdout.HELD_OUT_REASON}")
+        return
     if as_json:
         echo_json(
             {

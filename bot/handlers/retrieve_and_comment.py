@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
 
 from bot import payloads, render
 from bot.effects import CommentText, TicketRef, record_effect
 from bot.handlers.context import Ignored, publish
 from bot.handlers.router import Event, Router
-from playbook import db
+from playbook import clock, db
 from playbook.deliveries import comments, inbox
+from playbook.experiment import holdout
+from playbook.models import BotComment
 from playbook.outcomes import seen_tickets
 from playbook.search import retrieval
 from playbook.search.text import Ticket
 
 if TYPE_CHECKING:
+    from bot.config import Settings
     from bot.services import Services
 
 log = logging.getLogger(__name__)
@@ -25,13 +31,28 @@ router = Router()
 RETRIEVAL_FIELDS = {"summary", "description", "labels", "component", "components"}
 
 
-def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> None:
-    """Retrieve lessons for a ticket and post, or edit, the bot's one comment on it."""
+def refresh(
+    services: Services,
+    ticket: Ticket,
+    ref: TicketRef,
+    markup: str,
+    created_at: datetime | None = None,
+) -> None:
+    """Retrieve lessons for a ticket and post, or edit, the bot's one comment on it.
+
+    A ticket in the holdout's held-out arm gets no comment: the lessons it would have been
+    shown are kept as would-have-shown exposures, re-ranked by every edit as a comment is.
+    """
     settings = services.settings
     missing = services.out.missing(ref)
     # One transaction when nothing is posted (no lesson fits, or no credentials): the worker
     # then commits twice per such delivery, here and its outcome.
     with db.transaction(services.engine) as session:
+        now = clock.now()
+        # Before the ticket is marked seen: one seen before the experiment began stays out.
+        placed = holdout.enroll(
+            session, settings.experiment, ref.key, now=now, created_at=created_at
+        )
         # A verified delivery is about this ticket: agents' reports about it weigh.
         seen_tickets.saw(session, ref.key, ref.target)
         existing = comments.find(session, ref.target, ref.key, comments.LESSONS)
@@ -39,23 +60,28 @@ def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> 
         result = retrieval.Retriever.shared(session).search(
             session, ticket, k=settings.lessons_per_ticket
         )
-        ever_posted = existing is not None and bool(
-            existing.external_id or existing.state == "posting"
-        )
-        fit = bool(result.hits) or ever_posted
-        if not fit or missing is not None:
-            # Logs only: should the database forget them in a crash, the delivery's outcome
-            # goes with them and it runs again.
+        held_out = placed is not None and placed.arm == "held_out"
+        if held_out:
+            # Logs only, as when no lesson fits: a lost one goes with the delivery's outcome.
             inbox.asynchronous_commit(session)
-        if not fit:
-            retrieval.record_shown(session, ref.key, [], result.query_id)
+            held = holdout.record_exposures(
+                session,
+                ref.key,
+                "held_out",
+                [(hit.bullet_id, hit.rank) for hit in result.hits],
+                query_id=result.query_id,
+                consumer="playbook-bot",
+                now=now,
+            )
         else:
-            # Rendered without credentials too: the skipped effect keeps the text, so the
-            # comment can be read and posted later exactly as it would have been.
-            body, shown = _comment(result.hits, markup, settings.comment_max_chars)
-            if missing is not None:
-                text = CommentText(body, comments.LESSONS, shown)
-                record_effect(session, ref, "comment", "skipped", missing, comment=text)
+            fit, body, shown = _prepare(session, ref, result, existing, markup, missing, settings)
+    if held_out:
+        log.info(
+            "%s is held out (holdout experiment): no comment; %d lessons would have been shown",
+            ref.key,
+            held,
+        )
+        return
     if not fit:
         log.info("no lessons fit %s; no comment", ref.key)
         return
@@ -69,14 +95,50 @@ def refresh(services: Services, ticket: Ticket, ref: TicketRef, markup: str) -> 
         comments.LESSONS,
         body,
         bullet_ids=shown,
-        after=lambda session, _id: retrieval.record_shown(
-            session, ref.key, shown_hits, result.query_id
-        ),
+        after=lambda session, _id: _record_shown(session, ref, shown_hits, result.query_id),
     )
     if posted is None:
         log.info("lessons for %s unchanged; comment left as it is", ref.key)
     else:
         log.info("lessons %s on %s (comment %s)", ", ".join(shown) or "(none)", ref.key, posted)
+
+
+def _record_shown(
+    session: Session, ref: TicketRef, hits: list[retrieval.Hit], query_id: str
+) -> None:
+    """The comment's lessons are on the ticket: loads, and the experiment's shown exposures."""
+    retrieval.record_shown(session, ref.key, hits, query_id)
+    holdout.record_if_shown(
+        session, ref.key, [(hit.bullet_id, hit.rank) for hit in hits], query_id, "playbook-bot"
+    )
+
+
+def _prepare(
+    session: Session,
+    ref: TicketRef,
+    result: retrieval.SearchResult,
+    existing: BotComment | None,
+    markup: str,
+    missing: str | None,
+    settings: Settings,
+) -> tuple[bool, str, list[str]]:
+    """Whether the ticket gets (or keeps) a comment, its text and the lessons it shows."""
+    ever_posted = existing is not None and bool(existing.external_id or existing.state == "posting")
+    fit = bool(result.hits) or ever_posted
+    if not fit or missing is not None:
+        # Logs only: should the database forget them in a crash, the delivery's outcome
+        # goes with them and it runs again.
+        inbox.asynchronous_commit(session)
+    if not fit:
+        retrieval.record_shown(session, ref.key, [], result.query_id)
+        return False, "", []
+    # Rendered without credentials too: the skipped effect keeps the text, so the
+    # comment can be read and posted later exactly as it would have been.
+    body, shown = _comment(result.hits, markup, settings.comment_max_chars)
+    if missing is not None:
+        text = CommentText(body, comments.LESSONS, shown)
+        record_effect(session, ref, "comment", "skipped", missing, comment=text)
+    return True, body, shown
 
 
 def _comment(hits: list[retrieval.Hit], markup: str, max_chars: int) -> tuple[str, list[str]]:
@@ -90,7 +152,13 @@ def _comment(hits: list[retrieval.Hit], markup: str, max_chars: int) -> tuple[st
 def jira_issue_created(event: Event, services: Services) -> None:
     """A new Jira issue gets the lessons that fit it."""
     data = payloads.JiraIssueEvent.model_validate(event.payload)
-    refresh(services, data.issue.ticket(), TicketRef.jira(data.issue.key), "jira")
+    refresh(
+        services,
+        data.issue.ticket(),
+        TicketRef.jira(data.issue.key),
+        "jira",
+        data.issue.fields.created,
+    )
 
 
 @router.register("jira", "jira:issue_updated")
@@ -103,7 +171,13 @@ def jira_issue_updated(event: Event, services: Services) -> None:
         raise Ignored(
             f"the update changed {', '.join(sorted(changed)) or 'nothing'}; lessons unaffected"
         )
-    refresh(services, data.issue.ticket(), TicketRef.jira(data.issue.key), "jira")
+    refresh(
+        services,
+        data.issue.ticket(),
+        TicketRef.jira(data.issue.key),
+        "jira",
+        data.issue.fields.created,
+    )
 
 
 @router.register("github", "issues", "opened")
@@ -118,4 +192,4 @@ def github_issue_changed(event: Event, services: Services) -> None:
     data = payloads.IssuesEvent.model_validate(event.payload)
     repo = data.repository.full_name
     ref = TicketRef.github(repo, data.issue.number, event.installation_id)
-    refresh(services, data.issue.ticket(repo), ref, "markdown")
+    refresh(services, data.issue.ticket(repo), ref, "markdown", data.issue.created_at)

@@ -14,10 +14,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import db
+from playbook import clock, db
 from playbook.experiment import assignment
 from playbook.experiment.assignment import Arm, Assignment
-from playbook.models import ExperimentAssignment, ExperimentExposure, SeenTicket
+from playbook.models import Bullet, ExperimentAssignment, ExperimentExposure, SeenTicket
 
 # Who starts and stops periods that PLAYBOOK_HOLDOUT_PERCENT asked for.
 SETTING = "setting"
@@ -151,6 +151,8 @@ def record_exposures(
     first: dict[str, int] = {}
     for bullet_id, rank in ranked:
         first.setdefault(bullet_id, rank)
+    # Only lessons still in the playbook: a comment posted later may list a removed one.
+    known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(list(first)))))
     rows = [
         {
             "ticket_key": key,
@@ -162,6 +164,7 @@ def record_exposures(
             "at": now,
         }
         for bullet_id, rank in first.items()
+        if bullet_id in known
     ]
     if not rows:
         return 0
@@ -171,6 +174,38 @@ def record_exposures(
         .on_conflict_do_nothing(index_elements=["ticket_key", "bullet_id"])
     )
     return max(result.rowcount or 0, 0)
+
+
+def record_if_shown(
+    session: Session,
+    ticket_ref: str,
+    ranked: Iterable[tuple[str, int]],
+    query_id: str | None,
+    consumer: str | None,
+) -> int:
+    """Mirror the loads of a ticket assigned to the shown arm as its shown exposures.
+
+    Called wherever the bot records a ticket's loads (its comment, a comment posted later),
+    so the experiment counts the lessons a shown ticket got without reading the usage log.
+    """
+    placed = assignment.assigned(session, ticket_ref)
+    if placed is None or placed.arm != "shown":
+        return 0
+    return record_exposures(
+        session,
+        ticket_ref,
+        "shown",
+        ranked,
+        query_id=query_id,
+        consumer=consumer,
+        now=clock.now(),
+    )
+
+
+def held_out(session: Session, ticket_ref: str) -> bool:
+    """Whether the ticket is stored as held out (a kept comment must then never be posted)."""
+    placed = assignment.assigned(session, ticket_ref)
+    return placed is not None and placed.arm == "held_out"
 
 
 def exposures(session: Session, ticket_ref: str) -> list[ExperimentExposure]:
