@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from playbook.experiment.statistics import (
+    EXACT_BOOTSTRAP_FROM,
     ArmCounts,
     bootstrap_median_ci,
     compare,
+    exact_bootstrap_median_ci,
     lesson_effect,
     newcombe_difference,
+    resampled_median_ci,
     sample_ratio_mismatch,
     tickets_needed,
     verdict_sentence,
@@ -62,6 +67,33 @@ def test_bootstrap_median_ci_is_seeded_and_covers_the_median() -> None:
 def test_bootstrap_median_ci_needs_a_few_values_and_survives_ties() -> None:
     assert bootstrap_median_ci([1.0, 2.0, 3.0, 4.0]) is None
     assert bootstrap_median_ci([3.0] * 6) == (3.0, 3.0)
+
+
+@pytest.mark.parametrize("n", [1_001, 1_000])
+def test_the_exact_bootstrap_of_the_median_agrees_with_resampling(n: int) -> None:
+    # Merge hours as they come: skewed, rounded to a tenth (ties), odd and even counts.
+    values = np.random.default_rng(n).exponential(30.0, n).round(1).tolist()
+    exact = exact_bootstrap_median_ci(values)
+    resampled = resampled_median_ci(values, seed=3)
+    assert exact is not None
+    assert resampled is not None
+    # 9,999 resamples estimate the exact quantiles to well under a tenth of the width.
+    width = resampled[1] - resampled[0]
+    assert exact == pytest.approx(resampled, abs=0.1 * width)
+    assert exact[0] <= float(np.median(values)) <= exact[1]
+
+
+def test_large_samples_take_the_exact_bootstrap_and_answer_fast() -> None:
+    values = np.random.default_rng(5).exponential(30.0, 50_000).tolist()
+    started = time.perf_counter()
+    interval = bootstrap_median_ci(values, seed=1)
+    assert time.perf_counter() - started < 0.5
+    assert interval == exact_bootstrap_median_ci(values)
+    assert interval is not None
+    assert interval[0] < float(np.median(values)) < interval[1]
+    # Below the threshold, the resampling path (seeded) is kept.
+    few = values[: EXACT_BOOTSTRAP_FROM - 1]
+    assert bootstrap_median_ci(few, seed=1) == resampled_median_ci(few, seed=1)
 
 
 def test_tickets_needed_grows_as_the_difference_shrinks() -> None:
