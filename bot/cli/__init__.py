@@ -28,6 +28,12 @@ def _deliveries() -> ModuleType:
     return deliveries
 
 
+def _experiment() -> ModuleType:
+    from bot.cli import experiment
+
+    return experiment
+
+
 def _loop() -> ModuleType:
     from bot.cli import loop
 
@@ -119,6 +125,11 @@ COMMANDS: dict[str, Lazy] = {
         _bullets,
         "edit",
         "Change a bullet's text, tags, section, scope or provenance.",
+    ),
+    "experiment": (
+        _experiment,
+        "experiment_group",
+        "The holdout experiment: its report, or `start` and `stop` it.",
     ),
     "export": (
         _transfer,
