@@ -451,3 +451,46 @@ def test_http_is_off_without_any_token(engine: Engine, database_url: str) -> Non
     response = http_app(settings, engine).test_client().post("/mcp", json={})
     assert response.status_code == 503
     assert "PLAYBOOK_AGENT_TOKENS" in response.get_json()["message"]
+
+
+def test_stdio_search_for_a_held_out_ticket_answers_empty(
+    database_url: str, tmp_path: Path, two_scopes, engine: Engine
+) -> None:
+    from playbook.experiment import assignment
+
+    salt = "mcp-holdout-salt"
+    held = next(
+        f"CTMS-{n}"
+        for n in range(1, 1000)
+        if assignment.arm(salt.encode(), f"CTMS-{n}", 50) == "held_out"
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bot", "mcp"],
+        env={
+            "PLAYBOOK_DATABASE_URL": database_url,
+            "PLAYBOOK_ACTOR": "mcp:tester",
+            "PLAYBOOK_HOLDOUT_PERCENT": "50",
+            "PLAYBOOK_EXPERIMENT_SALT": salt,
+        },
+        cwd=tmp_path,
+    )
+
+    async def session() -> None:
+        with (tmp_path / "err.log").open("w") as log:
+            async with Client(stdio_client(params, errlog=log)) as client:
+                found = await client.call_tool(
+                    "search_lessons", {"query": "Stripe webhook retries", "ticket": held}
+                )
+                answer = found.structured_content
+                assert answer["held_out"] is True and answer["lessons"] == []
+                assert "held-out arm" in answer["reason"]
+                # Without a ticket the same search is outside the experiment.
+                free = await client.call_tool("search_lessons", {"query": "Stripe webhook retries"})
+                assert free.structured_content["held_out"] is False
+                assert [hit["id"] for hit in free.structured_content["lessons"]] == [
+                    two_scopes["stripe"]
+                ]
+
+    run(session)
+    assert counters(engine, two_scopes["stripe"]) == (0, 0)

@@ -60,15 +60,22 @@ def opened(number: int, title: str = "Spelling error in the README file", action
 
 
 def loads(engine: Engine, ticket: str) -> int:
-    """Loads recorded for a ticket, and the lessons' load counters, all added up."""
+    """Load events recorded for a ticket."""
     with transaction(engine) as session:
-        events = session.scalar(
-            select(func.count())
-            .select_from(UsageEvent)
-            .where(UsageEvent.kind == "loaded", UsageEvent.ticket_key == ticket)
+        return int(
+            session.scalar(
+                select(func.count())
+                .select_from(UsageEvent)
+                .where(UsageEvent.kind == "loaded", UsageEvent.ticket_key == ticket)
+            )
+            or 0
         )
-        counters = session.scalar(select(func.sum(Bullet.loads)))
-        return int(events or 0) + int(counters or 0)
+
+
+def load_counters(engine: Engine) -> int:
+    """Every lesson's load counter, added up."""
+    with transaction(engine) as session:
+        return int(session.scalar(select(func.sum(Bullet.loads))) or 0)
 
 
 def exposures(engine: Engine, ticket: str) -> list[tuple[str, str, int | None]]:
@@ -98,10 +105,14 @@ def test_held_out_issue_gets_no_comment_and_no_loads_through_edits_and_redeliver
     assert loads(loop.engine, ticket) == 0
     assert exposures(loop.engine, ticket) == [("pb-1", "held_out", 1)]
     # An edit that makes another lesson fit re-ranks what would have been shown, still unseen.
-    loop.github_event("issues.edited", opened(held, "Spelling error; status badges break after the branch rename", "edited"))
+    loop.github_event(
+        "issues.edited",
+        opened(held, "Spelling error; status badges break after the branch rename", "edited"),
+    )
     loop.process()
     assert loop.github.comments_on(REPO, held) == []
     assert loads(loop.engine, ticket) == 0
+    assert load_counters(loop.engine) == 0
     assert {row[0] for row in exposures(loop.engine, ticket)} == {"pb-1", "pb-2"}
     with transaction(loop.engine) as session:
         row = session.get(ExperimentAssignment, assignment.canonical(ticket))
@@ -172,7 +183,10 @@ def test_a_ticket_seen_before_the_experiment_started_stays_outside_it(
     )
     try:
         on.github.add_issue(REPO, held, "Spelling error in the README file")
-        on.github_event("issues.edited", opened(held, "Spelling error; status badges break after the branch rename", "edited"))
+        on.github_event(
+            "issues.edited",
+            opened(held, "Spelling error; status badges break after the branch rename", "edited"),
+        )
         on.process()
         # Its comment was edited as usual: the ticket is not in the experiment.
         [comment] = on.github.comments_on(REPO, held)
@@ -205,3 +219,21 @@ def test_a_new_percentage_applies_to_new_tickets_only(engine: Engine, database_u
         assert assignment.assigned(session, f"{REPO}#{second}").percent == 20  # type: ignore[union-attr]
         started = [(p.percent, p.stopped_at is None) for p in assignment.periods(session)]
         assert started == [(10, False), (20, True)]
+
+
+def test_held_out_jira_issue_gets_no_comment(holdout_loop: Loop) -> None:
+    loop = holdout_loop
+    seed(loop.engine, ("Payment webhook retries must be idempotent", "CTMS-4001", "CTMS"))
+    keys = [f"CTMS-{n}" for n in range(5000, 5200)]
+    held = next(k for k in keys if assignment.arm(SALT.encode(), k, PERCENT) == "held_out")
+    shown = next(k for k in keys if assignment.arm(SALT.encode(), k, PERCENT) == "shown")
+    for key in (held, shown):
+        payload = copy.deepcopy(fixture("jira.issue_created"))
+        payload["issue"]["key"] = key
+        loop.jira.add_issue(key, payload["issue"]["fields"]["summary"])
+        loop.jira_event(payload)
+    loop.process()
+    assert loop.jira.calls("POST", f"/rest/api/2/issue/{held}/comment") == []
+    assert len(loop.jira.calls("POST", f"/rest/api/2/issue/{shown}/comment")) == 1
+    assert exposures(loop.engine, held) == [("pb-1", "held_out", 1)]
+    assert loads(loop.engine, held) == 0
