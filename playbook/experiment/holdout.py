@@ -168,12 +168,15 @@ def record_exposures(
     ]
     if not rows:
         return 0
-    result = session.execute(
+    # RETURNING counts what was new on both databases (a multi-row insert's rowcount is not
+    # always known).
+    inserted = session.scalars(
         db.conflict_insert(session, ExperimentExposure)
         .values(rows)
         .on_conflict_do_nothing(index_elements=["ticket_key", "bullet_id"])
+        .returning(ExperimentExposure.id)
     )
-    return max(result.rowcount or 0, 0)
+    return len(inserted.all())
 
 
 def record_if_shown(
