@@ -184,12 +184,24 @@ class ReviewBody(Model):
     body: Body = ""
 
 
+class Review(ReviewBody):
+    """A submitted review: its text, and for review rounds its id, state and time.
+
+    Optional, so a payload without them still validates (its text may still cite); the state
+    is GitHub's word (``approved``, ``changes_requested``, ``commented``), kept as sent.
+    """
+
+    id: BigId | None = None
+    state: Name | None = None
+    submitted_at: Created = None
+
+
 class ReviewEvent(Model):
     """pull_request_review.submitted and pull_request_review_comment.created."""
 
     pull_request: ReviewedPull
     repository: Repository
-    review: ReviewBody | None = None
+    review: Review | None = None
     comment: ReviewBody | None = None
 
 

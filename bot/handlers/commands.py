@@ -10,9 +10,10 @@ from bot.effects import JiraCommentSeen, TicketRef
 from bot.handlers.context import Ignored, effect, publish
 from bot.handlers.router import Event, Router
 from bot.jira import JiraAuthor, author_of
-from playbook import db
+from playbook import clock, db
 from playbook.deliveries import comments
 from playbook.errors import PlaybookError
+from playbook.experiment import outcomes as experiment_outcomes
 from playbook.lessons import lifecycle
 from playbook.lessons.capture import Command, commands_in
 from playbook.outcomes import tracking
@@ -156,13 +157,28 @@ def github_comment(event: Event, services: Services) -> None:
 @router.register("github", "pull_request_review", "submitted")
 @router.register("github", "pull_request_review_comment", "created")
 def github_review(event: Event, services: Services) -> None:
-    """Bullet ids in review bodies and review comments are cites."""
+    """Bullet ids in review bodies and review comments are cites; a review requesting
+    changes is a review round of the PR's experiment tickets."""
     data = payloads.ReviewEvent.model_validate(event.payload)
     key = f"{data.repository.full_name}#{data.pull_request.number}"
     body = (data.review or data.comment or payloads.ReviewBody()).body
+    review = data.review if event.name == "pull_request_review" else None
     with db.transaction(services.engine) as session:
-        if not cite_later(session, key, body, "review"):
-            raise Ignored("no known lesson id in the review")
+        cited = cite_later(session, key, body, "review")
+        requested = counted = False
+        if review is not None and review.id is not None and review.state:
+            requested = review.state.lower() == experiment_outcomes.CHANGES_REQUESTED
+            # A payload without its time: the delivery is handled moments after it.
+            at = clock.to_utc(review.submitted_at) if review.submitted_at else clock.now()
+            counted = experiment_outcomes.record_review(session, review.id, key, review.state, at)
+        if requested:
+            # Recomputed from the stored reviews, so a redelivered review changes nothing.
+            experiment_outcomes.refresh(session, tracking.tickets_of(session, key))
+    if cited or counted:
+        return
+    if requested:
+        raise Ignored("the review's request for changes was counted already; no lesson id in it")
+    raise Ignored("no known lesson id in the review")
 
 
 @router.register("jira", "comment_created")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from bot.effects import TicketRef
 from bot.handlers.context import Ignored, effect
 from playbook import db
+from playbook.experiment import outcomes as experiment_outcomes
 from playbook.outcomes import evidence, pull_outcome
 from playbook.outcomes.pull_outcome import Access, Closer, Need, PullFacts, Step
 from playbook.outcomes.tracking import PullRequestState
@@ -70,6 +71,9 @@ def apply_pull_request(
     """
     with db.transaction(services.engine) as session:
         recorded = evidence.record(session, seen, body, written_at=written_at, comments=comments)
+        # Every action, not only closings: an opened PR makes its tickets "open", a link added
+        # by an edit brings a merge already stored. From the truth, so redeliveries agree.
+        experiment_outcomes.refresh(session, recorded.tickets)
     log.info(
         "%s (%s): tickets %s, %d lessons captured, %d cites",
         seen.key,
