@@ -210,7 +210,12 @@ def build_server(
         id: Annotated[str, Field(description="The lesson id, e.g. pb-12.")],
     ) -> agents.LessonDetail:
         """One lesson with its status, counters, latest revisions and usage events."""
-        return run(ctx, lambda session, caller: agents.get_lesson(session, caller, id))
+        return run(
+            ctx,
+            lambda session, caller: agents.get_lesson(
+                session, caller, id, min_tickets=settings.effect_min_tickets
+            ),
+        )
 
     @server.tool(
         title="Record lessons loaded or cited",
@@ -287,7 +292,12 @@ def build_server(
     def lesson_resource(id: str, ctx: Context) -> str:
         """A lesson as JSON, in the caller's scope."""
         try:
-            detail = act(ctx, lambda session, caller: agents.get_lesson(session, caller, id))
+            detail = act(
+                ctx,
+                lambda session, caller: agents.get_lesson(
+                    session, caller, id, min_tickets=settings.effect_min_tickets
+                ),
+            )
         except BulletNotFound as error:
             raise ResourceNotFoundError(str(error)) from None
         except (PlaybookError, DatabaseUnavailable) as error:

@@ -12,7 +12,7 @@ import base64
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 from sqlalchemy import select
@@ -140,6 +140,11 @@ class LessonDetail(Lesson):
 
     revisions: list[RevisionEntry]
     events: list[UsageEntry]
+    effect: dict[str, Any] | None = Field(
+        None,
+        description="Its measured effect in the holdout experiment: `shown` and `held_out` "
+        "(tickets, with_outcome, merged), `difference`, `ci` and `verdict`.",
+    )
 
 
 class Hit(BaseModel):
@@ -241,8 +246,13 @@ def visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
     return bullet
 
 
-def get_lesson(session: Session, caller: Caller, bullet_id: str) -> LessonDetail:
-    """A lesson with counters, status, its last revisions and usage events."""
+def get_lesson(
+    session: Session, caller: Caller, bullet_id: str, *, min_tickets: int = 20
+) -> LessonDetail:
+    """A lesson with counters, status, its last revisions and usage events, and its measured
+    effect (``min_tickets``: PLAYBOOK_EFFECT_MIN_TICKETS, whose default is 20)."""
+    from playbook.experiment import report  # scipy and statsmodels load when a lesson is read
+
     bullet = visible(session, caller, bullet_id)
     revisions = session.scalars(
         select(Revision)
@@ -273,6 +283,7 @@ def get_lesson(session: Session, caller: Caller, bullet_id: str) -> LessonDetail
             )
             for e in events
         ],
+        effect=report.lesson_effect(session, bullet.id, min_tickets=min_tickets),
     )
 
 

@@ -300,9 +300,10 @@ def list_lessons(query: ListQuery) -> Response:
     responses={200: agents.LessonDetail, 404: problems.RESPONSE},
 )
 def get_lesson(path: LessonPath) -> Response:
-    """A lesson with counters, status, its latest revisions and usage events."""
+    """A lesson with counters, status, latest revisions, usage events and measured effect."""
+    minimum = runtime().settings.effect_min_tickets
     with db.transaction(runtime().engine) as session:
-        detail = agents.get_lesson(session, _caller(), _lesson_id(path.id))
+        detail = agents.get_lesson(session, _caller(), _lesson_id(path.id), min_tickets=minimum)
     return _json(detail)
 
 

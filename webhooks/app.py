@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     # The blueprints load here, not at the top: `from webhooks import gunicorn_conf` must set
     # PROMETHEUS_MULTIPROC_DIR before anything imports prometheus_client (metrics does).
-    from webhooks import api, github, health, jira, mcp_http, metrics, problems, ui
+    from webhooks import api, api_experiment, github, health, jira, mcp_http, metrics, problems, ui
     from webhooks.intake import Refused, database_down
 
     settings = settings or Settings()
@@ -87,6 +87,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     ):
         app.register_blueprint(blueprint)
     app.register_api(api.api)
+    app.register_api(api_experiment.api)
     # The interactive docs: Swagger UI, served from the package's own files (no CDN).
     app.add_url_rule("/api/v1/docs", "api_docs", lambda: redirect("/api/v1/swagger", code=302))
     ui.install(app, settings)

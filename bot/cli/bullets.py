@@ -145,10 +145,16 @@ def list_(ctx: Context, status: str, scope: str | None, as_of: str | None, as_js
 @pass_context
 def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
     """Show one bullet with its usage counters and history."""
+    from bot.cli.experiment import describe_effect
+    from playbook.experiment import report  # scipy and statsmodels: only for `show`
+
     with ctx.transaction() as session:
         bullet = lifecycle.get(session, bullet_id)
         revisions = lifecycle.history(session, bullet_id)
         recent = usage.events_for(session, bullet_id, limit=10)
+        effect = report.lesson_effect(
+            session, bullet.id, min_tickets=ctx.settings.effect_min_tickets
+        )
     if as_json:
         echo_json(
             lifecycle.as_dict(bullet)
@@ -167,6 +173,7 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
                     }
                     for e in recent
                 ],
+                "effect": effect,
             }
         )
         return
@@ -184,6 +191,7 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
         f"({bullet.cites_success} in successful work, {bullet.cites_failure} in failed work); "
         f"last loaded {_when(bullet.last_loaded_at)}, last cited {_when(bullet.last_cited_at)}"
     )
+    click.echo(f"Measured effect: {describe_effect(effect)}")
     click.echo("history:")
     for revision in revisions:
         why = f": {revision.reason}" if revision.reason else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import click
@@ -16,9 +16,10 @@ class WindowTime(click.ParamType):
 
     name = "date"
 
-    def __init__(self, *, end_of_day: bool = False) -> None:
-        # A bare --until date means "through that day", as people mean it.
-        self.end_of_day = end_of_day
+    def __init__(self, *, end: bool = False) -> None:
+        # The window ends before --until; a bare date there means "through that day", as
+        # people mean it, so it ends when the next day begins.
+        self.end = end
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -31,8 +32,11 @@ class WindowTime(click.ParamType):
             parsed = clock.parse_time(text)
         except (ValueError, OverflowError):
             self.fail(f"{value!r} is not a date such as 2026-11-17 or an ISO time", param, ctx)
-        if self.end_of_day and len(text) == 10:
-            parsed = parsed.replace(hour=23, minute=59, second=59, microsecond=999_999)
+        if self.end and len(text) == 10:
+            try:
+                parsed += timedelta(days=1)
+            except OverflowError:
+                self.fail(f"{value!r} is the last day there is", param, ctx)
         return parsed
 
 
@@ -152,7 +156,7 @@ def format_report(report: dict[str, Any]) -> str:
     harmful = report.get("measured_harmful") or []
     if harmful:
         lines.append("measured harmful (prune --apply deprecates them):")
-        lines.extend(_lesson_line(lessons.get(i, {"id": i})) for i in harmful)
+        lines.extend(_harmful_line(lessons.get(i, {"id": i})) for i in harmful)
     minimum = report.get("min_tickets")
     if lessons:
         lines.append(
@@ -165,12 +169,20 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _lesson_line(lesson: dict[str, Any]) -> str:
+def _short(text: object, chars: int = 60) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= chars else f"{flat[: chars - 1]}…"
+
+
+def _harmful_line(lesson: dict[str, Any]) -> str:
     if "verdict" not in lesson:
         return f"  {lesson['id']}"
-    text = " ".join(str(lesson.get("text", "")).split())
-    text = text if len(text) <= 60 else f"{text[:59]}…"
-    return f"  {lesson['id']} {describe_effect(lesson)}  {text}".rstrip()
+    effect = _difference(lesson["difference"], lesson["ci"])
+    return f"  {lesson['id']} {effect}: {_short(lesson.get('text'))}"
+
+
+def _lesson_line(lesson: dict[str, Any]) -> str:
+    return f"  {lesson['id']} {describe_effect(lesson)}\n    {_short(lesson.get('text'), 80)}"
 
 
 @click.group(name="experiment", invoke_without_command=True)
@@ -182,9 +194,9 @@ def _lesson_line(lesson: dict[str, Any]) -> str:
 )
 @click.option(
     "--until",
-    type=WindowTime(end_of_day=True),
+    type=WindowTime(end=True),
     default=None,
-    help="Only tickets assigned until this date (through its end) or ISO time.",
+    help="Only tickets assigned before this ISO time, or through this date.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context

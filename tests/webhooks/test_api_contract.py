@@ -82,4 +82,4 @@ def test_the_api_keeps_its_openapi_contract(live_api: str, token: str, tmp_path)
     )
     report = done.stdout + done.stderr
     assert done.returncode == 0, report[-8000:]
-    assert "Tested: 11" in report, report[-3000:]
+    assert "Tested: 12" in report, report[-3000:]

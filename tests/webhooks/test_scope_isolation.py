@@ -155,6 +155,10 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
         ],
         ("post", f"{v1}/search"): [(f"{v1}/search", {"query": q, "k": 10, "ticket": "API-2"})],
         ("get", f"{v1}/stats"): [(f"{v1}/stats", None)],
+        ("get", f"{v1}/experiment"): [
+            (f"{v1}/experiment", None),
+            (f"{v1}/experiment?since=2020-01-01&until=2099-12-31T00:00:00Z", None),
+        ],
         ("post", f"{v1}/lessons"): [
             # A near-copy of another scope's lesson is a new lesson here, not "a duplicate of".
             (

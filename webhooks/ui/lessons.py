@@ -44,7 +44,10 @@ def lessons() -> str | tuple[str, int]:
 
 
 def lesson(bullet_id: str) -> str:
-    """One lesson: full text, links, demotion, revisions with diffs, and its timeline."""
+    """One lesson: text, links, demotion, revisions with diffs, timeline, measured effect."""
+    from playbook.experiment import report  # scipy and statsmodels: on first use
+
+    minimum = runtime().settings.effect_min_tickets
     with db.transaction(runtime().engine) as session:
         bullet = _bullet(session, bullet_id)
         revisions = browse.revisions(session, bullet.id)
@@ -52,6 +55,7 @@ def lesson(bullet_id: str) -> str:
             "lesson.html",
             bullet=bullet,
             confidence=browse.confidence_of(bullet),
+            effect=report.lesson_effect(session, bullet.id, min_tickets=minimum),
             revisions=[(revision, browse.changes(revision)) for revision in revisions],
             timeline=browse.timeline(session, bullet.id),
         )

@@ -18,11 +18,13 @@ _GITHUB_KEY = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100
 _JIRA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,49}-[0-9]{1,12}")
 
 
-def when(value: datetime | None) -> str:
-    """A time in UTC, to the minute; a dash for none."""
+def when(value: datetime | str | None) -> str:
+    """A time (or ISO 8601 text, as JSON-ready reports carry) in UTC, to the minute; a dash
+    for none."""
     if value is None:
         return "—"
-    return f"{clock.to_utc(value):%Y-%m-%d %H:%M} UTC"
+    moment = clock.parse_time(value) if isinstance(value, str) else clock.to_utc(value)
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
 def ago(value: datetime | None) -> str:
@@ -40,6 +42,14 @@ def ago(value: datetime | None) -> str:
 def percent(value: float | None) -> str:
     """0.4567 as "46%"; a dash when there is nothing to divide."""
     return "—" if value is None else f"{value * 100:.0f}%"
+
+
+def points(value: float | None) -> str:
+    """A difference of two rates as signed percentage points: "+8", "-2", "0"; a dash for none."""
+    if value is None:
+        return "—"
+    rounded = round(value * 100)
+    return f"{rounded:+d}" if rounded else "0"
 
 
 def short(text: str | None, chars: int = 140) -> str:
@@ -120,6 +130,7 @@ def install(app: Flask, settings: Settings) -> None:
         "when": when,
         "ago": ago,
         "percent": percent,
+        "points": points,
         "short": short,
         "shown": shown,
         "visible": visible,

@@ -1,4 +1,4 @@
-"""The stats page of /ui: the loop per week as server-rendered SVG charts, and its totals."""
+"""The stats page of /ui: the loop per week as SVG charts, its totals, the holdout's report."""
 
 from __future__ import annotations
 
@@ -12,15 +12,21 @@ WEEKS = 12
 
 
 def stats() -> str:
-    """Loads, cites, outcomes and demotions per week; coverage, cite rate, lessons by status."""
+    """Loads, cites, outcomes and demotions per week; coverage, cite rate, lessons by status;
+    the holdout experiment's report."""
+    from playbook.experiment import report as holdout  # scipy, statsmodels: on first use
+
+    minimum = runtime().settings.effect_min_tickets
     with db.transaction(runtime().engine) as session:
         weeks = activity.weekly(session, weeks=WEEKS)
         # The page is for maintainers (or public by choice): every scope.
         report = agents.stats(session, agents.Caller(actor="ui", role="maintainer"))
+        experiment = holdout.build(session, min_tickets=minimum)
     nonce = access.nonce()
     return render_template(
         "stats.html",
         report=report,
+        experiment=experiment,
         weeks=weeks,
         charts={
             "weekly": charts.weekly_chart(weeks, nonce=nonce),
