@@ -111,7 +111,7 @@ class ExperimentQuery(BaseModel):
 Interval = Annotated[list[float], Field(min_length=2, max_length=2)]
 
 
-class Counts(BaseModel):
+class EffectCounts(BaseModel):
     """Tickets of one side, those with an outcome (a linked PR merged or closed), and merged."""
 
     tickets: int
@@ -119,7 +119,7 @@ class Counts(BaseModel):
     merged: int
 
 
-class Arm(Counts):
+class ArmReport(EffectCounts):
     """One arm of the experiment."""
 
     merge_rate: float | None = Field(description="Merged over tickets with an outcome.")
@@ -129,21 +129,21 @@ class Arm(Counts):
     mean_review_rounds: float | None = None
 
 
-class Arms(BaseModel):
+class ArmsReport(BaseModel):
     """The two arms."""
 
-    shown: Arm
-    held_out: Arm
+    shown: ArmReport
+    held_out: ArmReport
 
 
-class Difference(BaseModel):
+class MergeRateDifference(BaseModel):
     """Merge rate shown minus held out, with Newcombe's 95% interval."""
 
     merge_rate: float | None
     ci: Interval | None
 
 
-class Needed(BaseModel):
+class TicketsNeeded(BaseModel):
     """Tickets with an outcome per arm to detect a difference this size at 80% power."""
 
     points: int
@@ -167,14 +167,14 @@ class LessonEffect(BaseModel):
     id: str
     text: str
     scope: str
-    shown: Counts
-    held_out: Counts
+    shown: EffectCounts
+    held_out: EffectCounts
     difference: float | None
     ci: Interval | None
     verdict: str
 
 
-class Running(BaseModel):
+class RunningPeriod(BaseModel):
     """The period running now."""
 
     percent: int = Field(description="Share of new tickets held out, in percent.")
@@ -182,7 +182,7 @@ class Running(BaseModel):
     started_by: str
 
 
-class Period(Running):
+class ExperimentPeriod(RunningPeriod):
     """A period the experiment ran at one percent; ``stopped_at`` is null while it runs."""
 
     id: int
@@ -190,14 +190,14 @@ class Period(Running):
     stopped_by: str | None
 
 
-class Experiment(BaseModel):
+class ExperimentState(BaseModel):
     """Whether the experiment runs now, and every period it ran, oldest first."""
 
-    running: Running | None
-    periods: list[Period]
+    running: RunningPeriod | None
+    periods: list[ExperimentPeriod]
 
 
-class Window(BaseModel):
+class ReportWindow(BaseModel):
     """The tickets reported on: assigned from ``since`` and before ``until`` (null: open)."""
 
     since: datetime | None
@@ -209,13 +209,13 @@ class ExperimentReport(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    experiment: Experiment
-    window: Window
+    experiment: ExperimentState
+    window: ReportWindow
     srm: SampleRatio
-    arms: Arms
-    difference: Difference
+    arms: ArmsReport
+    difference: MergeRateDifference
     verdict: str = Field(description="One plain sentence that claims no more than the data.")
-    needed: list[Needed]
+    needed: list[TicketsNeeded]
     lessons: list[LessonEffect] = Field(
         description="Lessons with enough data each side, most harmful first."
     )
