@@ -58,12 +58,16 @@ def prune_job(engine: Engine, settings: Settings) -> None:
             apply=settings.prune_apply,
             idle_days=settings.prune_idle_days,
             actor="scheduler",
+            effect_min_tickets=settings.effect_min_tickets,
         )
     if report.blocked:
         log.info("prune: %s", report.blocked)
     else:
         verb = "archived" if report.applied else "would archive (PLAYBOOK_PRUNE_APPLY=0)"
         log.info("prune: %s %s", verb, [c.bullet_id for c in report.candidates])
+    if report.harmful:
+        verb = "deprecated" if report.applied else "would deprecate (PLAYBOOK_PRUNE_APPLY=0)"
+        log.info("prune: %s measured harmful %s", verb, [h.bullet_id for h in report.harmful])
 
 
 def reconcile_job(engine: Engine, settings: Settings) -> None:

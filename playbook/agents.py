@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock, upkeep
+from playbook import clock
 from playbook.errors import BulletNotFound, PlaybookError
 from playbook.experiment import holdout
 from playbook.lessons import checks, fields, lifecycle
@@ -506,83 +506,3 @@ def decode_cursor(cursor: str) -> str:
     usable = cursor[: len(cursor) - (len(cursor) % 4 == 1)]
     raw = base64.urlsafe_b64decode(usable + "=" * (-len(usable) % 4))
     return raw.decode("utf-8", "replace").replace("\x00", "")
-
-
-class LessonCounts(BaseModel):
-    """Lessons in total, by status, and by scope and status."""
-
-    total: int
-    by_status: dict[str, int]
-    by_scope: dict[str, dict[str, int]]
-
-
-class UsageCounts(BaseModel):
-    """Loads and cites, and the outcomes of the work that cited."""
-
-    loads: int
-    cites: int
-    successes: int
-    failures: int
-    unknown_outcome: int
-    not_counted: int = Field(
-        0, description="Reports recorded about tickets the bot never saw: they weigh nothing."
-    )
-
-
-class Coverage(BaseModel):
-    """Tickets searched, and how many got at least one lesson."""
-
-    tickets: int
-    with_lessons: int
-    share: float | None
-
-
-class CiteRateCounts(BaseModel):
-    """(ticket, lesson) pairs shown, and those also cited on that ticket."""
-
-    loaded: int
-    cited: int
-
-
-class Rated(BaseModel):
-    """A lesson with its merged and rejected cites."""
-
-    id: str
-    text: str
-    status: Status
-    cites_success: int
-    cites_failure: int
-    confidence: float
-
-
-class Demoted(BaseModel):
-    """A lesson demoted in the last 30 days."""
-
-    id: str
-    status: Status
-    demoted_on: datetime
-    demoted_reason: str | None
-    learned_from: str | None
-
-
-class Stats(BaseModel):
-    """How the playbook is doing (the `playbook-bot stats` report).
-
-    For a token bound to a scope, every count and list covers only what that token may read:
-    its scope's lessons and the global ones, usage of global lessons in its own work (its
-    tickets and pull requests, and what it reported), and searches for its tickets.
-    """
-
-    bullets: LessonCounts
-    usage: UsageCounts
-    coverage: Coverage
-    cite_rate: float | None
-    cite_rate_counts: CiteRateCounts
-    most_helpful: list[Rated]
-    most_harmful: list[Rated]
-    recently_demoted: list[Demoted]
-
-
-def stats(session: Session, caller: Caller) -> Stats:
-    """How the playbook is doing, as far as ``caller`` may see (the `playbook-bot stats` report)."""
-    return Stats.model_validate(upkeep.stats(session, view=caller.view))

@@ -15,6 +15,11 @@ from playbook.models import Bullet, Retrieval, UsageEvent
 from playbook.scopes import EVERYTHING, View
 from playbook.search import ranking
 
+# The demoted_reason of a lesson the holdout measured as harmful.
+MEASURED_HARMFUL = "measured_harmful"
+# PLAYBOOK_EFFECT_MIN_TICKETS's default (the experiment's statistics.MIN_TICKETS).
+EFFECT_MIN_TICKETS = 20
+
 
 def _bullet_line(bullet: Bullet) -> dict[str, Any]:
     return {
@@ -67,9 +72,15 @@ def lessons_by_status(session: Session, view: View = EVERYTHING) -> dict[str, in
 
 
 def stats(
-    session: Session, *, now: datetime | None = None, top: int = 5, view: View = EVERYTHING
+    session: Session,
+    *,
+    now: datetime | None = None,
+    top: int = 5,
+    view: View = EVERYTHING,
+    effect_min_tickets: int = EFFECT_MIN_TICKETS,
 ) -> dict[str, Any]:
-    """Bullets by status and scope, usage, coverage, cite rate, best and worst, recent demotions.
+    """Bullets by status and scope, usage, coverage, cite rate, best and worst, recent demotions,
+    and the active lessons the holdout measured as harmful.
 
     Everything counted and listed is what ``view`` sees: a scoped agent's report is about
     its scope (and global lessons), and names nothing of another scope.
@@ -149,6 +160,10 @@ def stats(
         "cite_rate_counts": {"loaded": shown, "cited": cited_after_shown},
         "most_helpful": [_bullet_line(b) for b in helpful],
         "most_harmful": [_bullet_line(b) for b in harmful],
+        "measured_harmful": [
+            {"id": h.bullet_id, "text": h.text, "difference": h.difference, "ci": list(h.ci)}
+            for h in measured_harmful(session, effect_min_tickets, view)
+        ],
         "recently_demoted": [
             {
                 "id": b.id,
@@ -194,6 +209,24 @@ class PruneReport:
     kept: list[Candidate] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
     applied: bool = False
+    # Active lessons the holdout measured as harmful (the whole 95% interval of their effect
+    # below zero): listed first, and deprecated with `measured_harmful` when applied.
+    harmful: list[MeasuredHarm] = field(default_factory=list)
+    deprecated: list[str] = field(default_factory=list)
+    # Idle lessons kept because the holdout measured them helpful, whatever their idle time.
+    measured_helpful: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MeasuredHarm:
+    """An active lesson whose measured effect is harmful with confidence."""
+
+    bullet_id: str
+    text: str
+    difference: float
+    ci: tuple[float, float]
+    shown_tickets: int
+    held_out_tickets: int
 
 
 def observed_days(session: Session, now: datetime) -> float:
@@ -284,14 +317,27 @@ def prune(
     min_observation_days: int = 30,
     actor: str = "prune",
     now: datetime | None = None,
+    effect_min_tickets: int | None = None,
 ) -> PruneReport:
     """Find (and with ``apply``, archive) bullets nobody uses; dry run by default.
 
     Nothing happens until the usage log spans ``min_observation_days``: a bot installed
-    last week has not had the chance to see which lessons are used.
+    last week has not had the chance to see which lessons are used. With
+    ``effect_min_tickets``, the holdout's measured effects count too: a lesson measured
+    harmful is deprecated (``measured_harmful``), one measured helpful is never archived.
     """
     now = now or clock.now()
     report = PruneReport(idle_days, min_age_days, min_observation_days, observed_days(session, now))
+    helpful: frozenset[str] = frozenset()
+    if effect_min_tickets is not None:
+        from playbook.experiment import report as experiment
+
+        measured = experiment.measured(session, min_tickets=effect_min_tickets)
+        helpful = measured.helpful
+        # Its own evidence (both arms over the minimum): no need to wait for the usage log.
+        report.harmful = _harmful(session, measured.harmful, effect_min_tickets)
+        if apply:
+            report.deprecated = _deprecate_harmful(session, report.harmful, actor)
     if report.observed_days < min_observation_days:
         remaining = min_observation_days - report.observed_days
         report.blocked = (
@@ -303,8 +349,11 @@ def prune(
     # The same line as "most helpful" in stats and the ranking's confidence: a lesson whose
     # merged cites outnumber its rejected ones is not archived for being idle.
     # (Counts, not the rounded confidence: above 0.5 exactly when successes > failures.)
-    report.kept = [c for c in idle if c.cites_success > c.cites_failure]
-    report.candidates = [c for c in idle if c.cites_success <= c.cites_failure]
+    report.kept = [c for c in idle if c.cites_success > c.cites_failure or c.bullet_id in helpful]
+    report.measured_helpful = [c.bullet_id for c in idle if c.bullet_id in helpful]
+    # Measured harmful is the stronger finding: deprecated for it, not archived for idling.
+    kept = {c.bullet_id for c in report.kept} | {h.bullet_id for h in report.harmful}
+    report.candidates = [c for c in idle if c.bullet_id not in kept]
     if apply:
         for candidate in report.candidates:
             change = lifecycle.archive(
@@ -319,6 +368,71 @@ def prune(
     return report
 
 
+def measured_harmful(
+    session: Session, min_tickets: int = EFFECT_MIN_TICKETS, view: View = EVERYTHING
+) -> list[MeasuredHarm]:
+    """The active lessons ``view`` sees that the holdout measured as harmful, worst first."""
+    # On use: the experiment's statistics load scipy, which no other command needs.
+    from playbook.experiment import report as experiment
+
+    ids = experiment.measured(session, min_tickets=min_tickets).harmful
+    return _harmful(session, ids, min_tickets, view)
+
+
+def _harmful(
+    session: Session, ids: tuple[str, ...], min_tickets: int, view: View = EVERYTHING
+) -> list[MeasuredHarm]:
+    """The active ones of the lessons measured harmful (that ``view`` sees), most harmful
+    first, with their effect."""
+    if not ids:
+        return []
+    from playbook.experiment import report as experiment
+
+    active = {
+        bullet.id: bullet
+        for bullet in session.scalars(
+            select(Bullet).where(
+                Bullet.id.in_(list(ids)), Bullet.status == "active", view.lessons()
+            )
+        )
+    }
+    found = []
+    for bullet_id in ids:
+        bullet = active.get(bullet_id)
+        if bullet is None:
+            continue
+        effect = experiment.lesson_effect(session, bullet_id, min_tickets=min_tickets)
+        low, high = effect["ci"]
+        found.append(
+            MeasuredHarm(
+                bullet_id,
+                bullet.text,
+                effect["difference"],
+                (low, high),
+                effect["shown"]["tickets"],
+                effect["held_out"]["tickets"],
+            )
+        )
+    return found
+
+
+def _deprecate_harmful(session: Session, harmful: list[MeasuredHarm], actor: str) -> list[str]:
+    """Deprecate each lesson measured harmful; returns those that changed."""
+    done = []
+    for harm in harmful:
+        note = (
+            f"measured harmful: tickets shown it merged {-100 * harm.difference:.0f} points less "
+            f"often than tickets held out (95% CI {100 * harm.ci[0]:+.0f} to "
+            f"{100 * harm.ci[1]:+.0f})"
+        )
+        change = lifecycle.deprecate(
+            session, harm.bullet_id, reason=MEASURED_HARMFUL, actor=actor, note=note
+        )
+        if change.changed:
+            done.append(harm.bullet_id)
+    return done
+
+
 def prune_markdown(report: PruneReport) -> str:
     """The prune report as Markdown, fit for a GitHub Actions job summary."""
     mode = "applied" if report.applied else "dry run"
@@ -329,12 +443,26 @@ def prune_markdown(report: PruneReport) -> str:
         f"the usage log spans {report.observed_days:.1f} days.",
         "",
     ]
+    if report.harmful:
+        verb = "Deprecated" if report.applied else "Would deprecate"
+        lines += [
+            f"{verb} {len(report.harmful)} lesson(s) the holdout measured as harmful "
+            "(`measured_harmful`):",
+            "",
+            *(f"- {line}" for line in harm_lines(report.harmful)),
+            "",
+        ]
     if report.blocked:
         return "\n".join([*lines, f"Nothing pruned: {report.blocked}.", ""])
     if report.kept:
         lines += [
             f"Kept {len(report.kept)} idle lesson(s) cited in more merged than rejected work: "
-            + ", ".join(f"{c.bullet_id} (confidence {c.confidence:.2f})" for c in report.kept),
+            + ", ".join(
+                f"{c.bullet_id} (measured helpful)"
+                if c.bullet_id in report.measured_helpful
+                else f"{c.bullet_id} (confidence {c.confidence:.2f})"
+                for c in report.kept
+            ),
             "",
         ]
     if not report.candidates:
@@ -357,6 +485,16 @@ def prune_markdown(report: PruneReport) -> str:
     if not report.applied:
         lines += ["", "Run with `--apply` to archive them; `playbook-bot restore ID` undoes it."]
     return "\n".join([*lines, ""])
+
+
+def harm_lines(harmful: list[MeasuredHarm]) -> list[str]:
+    """One line per lesson measured harmful: its id, effect, interval and ticket counts."""
+    return [
+        f"{h.bullet_id}: merge rate {100 * h.difference:+.0f} points when shown "
+        f"(95% CI {100 * h.ci[0]:+.0f} to {100 * h.ci[1]:+.0f}; {h.shown_tickets} tickets "
+        f"shown, {h.held_out_tickets} held out): {h.text[:60]}"
+        for h in harmful
+    ]
 
 
 def _day(value: datetime | None) -> str:

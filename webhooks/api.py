@@ -20,6 +20,7 @@ from playbook import agents, db
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
 from playbook.lessons import characters, fields, lifecycle
 from playbook.outcomes import usage
+from playbook.stats_answer import Stats, stats_of
 from webhooks import problems
 from webhooks.intake import decode, parse
 from webhooks.runtime import runtime
@@ -411,7 +412,7 @@ def _change(action: Callable[..., agents.Change], path: LessonPath, reason: str 
         return _json(action(session, _caller(), _lesson_id(path.id), reason))
 
 
-@api.get("/stats", tags=[lessons_tag], summary="Playbook statistics", responses={200: agents.Stats})
+@api.get("/stats", tags=[lessons_tag], summary="Playbook statistics", responses={200: Stats})
 def stats() -> Response:
     """Lessons by status and scope, loads, cites, outcomes, coverage and cite rate.
 
@@ -419,7 +420,7 @@ def stats() -> Response:
     the global lessons, their usage in its own work, and searches for its tickets.
     """
     with db.transaction(runtime().engine) as session:
-        report = agents.stats(session, _caller())
+        report = stats_of(session, _caller(), runtime().settings.effect_min_tickets)
     return _json(report)
 
 

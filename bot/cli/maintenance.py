@@ -49,7 +49,14 @@ def prune(
             min_age_days=min_age_days,
             min_observation_days=min_observation_days,
             actor=ctx.actor,
+            effect_min_tickets=ctx.settings.effect_min_tickets,
         )
+    if report.harmful and not (as_json or markdown):
+        # First, as in every prune: the strongest evidence the playbook has.
+        verb = "deprecated" if report.applied else "would deprecate"
+        click.echo(f"{verb} {len(report.harmful)} lesson(s) measured harmful by the holdout:")
+        for line in upkeep.harm_lines(report.harmful):
+            click.echo(f"  {line}")
     if as_json:
         echo_json(asdict(report))
     elif markdown:
@@ -73,13 +80,16 @@ def prune(
     if report.kept and not (as_json or markdown):
         # Idle, but the evidence says they help: a person decides (`archive ID` if so).
         click.echo(
-            f"kept {len(report.kept)} idle lesson(s) cited in more merged than rejected work:"
+            f"kept {len(report.kept)} idle lesson(s) cited in more merged than rejected work "
+            "or measured helpful by the holdout:"
         )
         for c in report.kept:
-            click.echo(
-                f"  {c.bullet_id:<8} {c.cites_success} merged, {c.cites_failure} rejected: "
-                f"{c.text[:60]}"
+            why = (
+                "measured helpful"
+                if c.bullet_id in report.measured_helpful
+                else f"{c.cites_success} merged, {c.cites_failure} rejected"
             )
+            click.echo(f"  {c.bullet_id:<8} {why}: {c.text[:60]}")
 
 
 @click.command()

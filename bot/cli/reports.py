@@ -47,6 +47,13 @@ def format_stats(report: dict[str, Any]) -> str:
                 f"confidence {b['confidence']:.2f}) {b['text'][:70]}"
                 for b in report[key]
             )
+    if report.get("measured_harmful"):
+        lines.append("measured harmful by the holdout (`prune --apply` deprecates them):")
+        lines.extend(
+            f"  {h['id']} merge rate {100 * h['difference']:+.0f} points when shown "
+            f"(95% CI {100 * h['ci'][0]:+.0f} to {100 * h['ci'][1]:+.0f}) {h['text'][:60]}"
+            for h in report["measured_harmful"]
+        )
     if report["recently_demoted"]:
         lines.append("demoted in the last 30 days:")
         lines.extend(
@@ -62,7 +69,7 @@ def format_stats(report: dict[str, Any]) -> str:
 def stats(ctx: Context, as_json: bool) -> None:
     """How the playbook is doing: bullets, usage, coverage, best and worst lessons."""
     with ctx.transaction() as session:
-        report = upkeep.stats(session)
+        report = upkeep.stats(session, effect_min_tickets=ctx.settings.effect_min_tickets)
     if as_json:
         echo_json(report)
     else:

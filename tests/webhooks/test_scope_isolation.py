@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from bot.mcp_server import build_server, local_caller
-from playbook import agents, db
+from playbook import agents, db, stats_answer
 from playbook.lessons import lifecycle
 from playbook.models import Bullet
 from playbook.outcomes import usage
@@ -329,8 +329,8 @@ def test_mcp_over_http_with_a_scoped_token_stays_in_its_scope(
 
 def test_stats_json_names_no_other_scope(engine: Engine, world: dict[str, str]) -> None:
     with db.transaction(engine) as session:
-        scoped = agents.stats(session, agents.Caller(actor="agent:ci", role="agent", scope=MINE))
-        everyone = agents.stats(session, agents.Caller(actor="m", role="maintainer"))
+        scoped = stats_answer.stats(session, agents.Caller(actor="agent:ci", role="agent", scope=MINE))
+        everyone = stats_answer.stats(session, agents.Caller(actor="m", role="maintainer"))
     assert not leaks(json.dumps(scoped.model_dump(mode="json")), world)
     assert [row.id for row in everyone.most_helpful] == [world["helpful"]]
     assert [row.id for row in everyone.most_harmful] == [world["harmful"]]

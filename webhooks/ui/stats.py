@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import render_template
 
-from playbook import activity, agents, db
+from playbook import activity, agents, db, stats_answer
 from webhooks.runtime import runtime
 from webhooks.ui import access, charts
 
@@ -20,7 +20,11 @@ def stats() -> str:
     with db.transaction(runtime().engine) as session:
         weeks = activity.weekly(session, weeks=WEEKS)
         # The page is for maintainers (or public by choice): every scope.
-        report = agents.stats(session, agents.Caller(actor="ui", role="maintainer"))
+        report = stats_answer.stats(
+            session,
+            agents.Caller(actor="ui", role="maintainer"),
+            effect_min_tickets=minimum,
+        )
         experiment = holdout.build(session, min_tickets=minimum)
     nonce = access.nonce()
     return render_template(

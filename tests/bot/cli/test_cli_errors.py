@@ -329,7 +329,7 @@ def test_the_bare_command_still_prints_its_help(cli) -> None:
 def fail_stats(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make `stats` hit a bug whose message carries the configured token."""
 
-    def broken(session: object) -> None:
+    def broken(session: object, **_: object) -> None:
         raise RuntimeError(f"lost the counters\nwhile calling with {TOKEN}")
 
     monkeypatch.setattr(upkeep, "stats", broken)
@@ -372,7 +372,7 @@ BROKEN_STATS = f"""
 import sys
 from playbook import upkeep
 
-def broken(session):
+def broken(session, **_):
     raise RuntimeError("lost the counters while calling with {TOKEN}")
 
 upkeep.stats = broken

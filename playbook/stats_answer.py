@@ -1,0 +1,116 @@
+"""The stats report as agents and the API read it: typed, and limited to the caller's view."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
+
+from playbook import upkeep
+
+if TYPE_CHECKING:
+    from playbook.agents import Caller
+
+Status = Literal["proposed", "active", "deprecated", "archived"]
+
+
+class LessonCounts(BaseModel):
+    """Lessons in total, by status, and by scope and status."""
+
+    total: int
+    by_status: dict[str, int]
+    by_scope: dict[str, dict[str, int]]
+
+
+class UsageCounts(BaseModel):
+    """Loads and cites, and the outcomes of the work that cited."""
+
+    loads: int
+    cites: int
+    successes: int
+    failures: int
+    unknown_outcome: int
+    not_counted: int = Field(
+        0, description="Reports recorded about tickets the bot never saw: they weigh nothing."
+    )
+
+
+class Coverage(BaseModel):
+    """Tickets searched, and how many got at least one lesson."""
+
+    tickets: int
+    with_lessons: int
+    share: float | None
+
+
+class CiteRateCounts(BaseModel):
+    """(ticket, lesson) pairs shown, and those also cited on that ticket."""
+
+    loaded: int
+    cited: int
+
+
+class Rated(BaseModel):
+    """A lesson with its merged and rejected cites."""
+
+    id: str
+    text: str
+    status: Status
+    cites_success: int
+    cites_failure: int
+    confidence: float
+
+
+class Demoted(BaseModel):
+    """A lesson demoted in the last 30 days."""
+
+    id: str
+    status: Status
+    demoted_on: datetime
+    demoted_reason: str | None
+    learned_from: str | None
+
+
+class Stats(BaseModel):
+    """How the playbook is doing (the `playbook-bot stats` report).
+
+    For a token bound to a scope, every count and list covers only what that token may read:
+    its scope's lessons and the global ones, usage of global lessons in its own work (its
+    tickets and pull requests, and what it reported), and searches for its tickets.
+    """
+
+    bullets: LessonCounts
+    usage: UsageCounts
+    coverage: Coverage
+    cite_rate: float | None
+    cite_rate_counts: CiteRateCounts
+    most_helpful: list[Rated]
+    most_harmful: list[Rated]
+    measured_harmful: list[MeasuredHarmful] = Field(
+        default_factory=list,
+        description="Active lessons the holdout experiment measured as harmful: the whole 95% "
+        "interval of their effect on the merge rate below zero. `prune --apply` deprecates them.",
+    )
+    recently_demoted: list[Demoted]
+
+
+class MeasuredHarmful(BaseModel):
+    """A lesson whose tickets merged less often when shown it than when held out from it."""
+
+    id: str
+    text: str
+    difference: float
+    ci: list[float]
+
+
+def stats(session: Session, caller: Caller, effect_min_tickets: int = 20) -> Stats:
+    """How the playbook is doing, as far as ``caller`` may see (the `playbook-bot stats` report)."""
+    return Stats.model_validate(
+        upkeep.stats(session, view=caller.view, effect_min_tickets=effect_min_tickets)
+    )
+
+
+# The name the HTTP edge uses, where `stats` is its route's own name.
+stats_of = stats
