@@ -305,6 +305,43 @@ def lesson_effect(
     comparison = newcombe_difference(
         shown.merged, shown.with_outcome, held_out.merged, held_out.with_outcome
     )
+    return _effect(shown, held_out, comparison, min_tickets)
+
+
+def lesson_effects(
+    sides: Sequence[tuple[ArmCounts, ArmCounts]], min_tickets: int = MIN_TICKETS
+) -> list[dict[str, Any]]:
+    """``lesson_effect`` of many lessons (shown, held out) at once, in their order.
+
+    statsmodels computes Newcombe's intervals over arrays: one call for thousands of lessons
+    costs about what one lesson's does, where a call each would cost a report 0.15 ms a lesson.
+    """
+    usable = [i for i, (s, h) in enumerate(sides) if s.with_outcome > 0 and h.with_outcome > 0]
+    comparisons: list[Comparison | None] = [None] * len(sides)
+    if usable:
+        shown = [sides[i][0] for i in usable]
+        held_out = [sides[i][1] for i in usable]
+        m1 = np.array([arm.merged for arm in shown])
+        n1 = np.array([arm.with_outcome for arm in shown])
+        m2 = np.array([arm.merged for arm in held_out])
+        n2 = np.array([arm.with_outcome for arm in held_out])
+        lows, highs = confint_proportions_2indep(
+            m1, n1, m2, n2, method="newcomb", compare="diff", alpha=ALPHA
+        )
+        differences = m1 / n1 - m2 / n2
+        for i, difference, low, high in zip(usable, differences, lows, highs, strict=True):
+            d = float(difference)
+            comparisons[i] = Comparison(d, *_around(d, float(low), float(high), floor=-1.0))
+    return [
+        _effect(shown, held_out, comparison, min_tickets)
+        for (shown, held_out), comparison in zip(sides, comparisons, strict=True)
+    ]
+
+
+def _effect(
+    shown: ArmCounts, held_out: ArmCounts, comparison: Comparison | None, min_tickets: int
+) -> dict[str, Any]:
+    """A lesson's effect from its two sides and their difference's interval."""
     if comparison is None or min(shown.with_outcome, held_out.with_outcome) < min_tickets:
         verdict = "not enough data"
     elif comparison.high < 0:

@@ -19,6 +19,7 @@ from playbook.experiment.statistics import (
     compare,
     exact_bootstrap_median_ci,
     lesson_effect,
+    lesson_effects,
     newcombe_difference,
     resampled_median_ci,
     sample_ratio_mismatch,
@@ -268,3 +269,21 @@ def test_reports_have_no_nan_and_ordered_intervals(
             assert -1 <= ci[0] <= ci[1] <= 1
     assert report["verdict"]
     assert "nan" not in report["verdict"].lower()
+
+
+@settings(max_examples=50, deadline=None)
+@given(sides=st.lists(st.tuples(arms(), arms()), max_size=8), minimum=st.integers(1, 10))
+def test_many_lessons_at_once_match_one_at_a_time(
+    sides: list[tuple[ArmCounts, ArmCounts]], minimum: int
+) -> None:
+    together = lesson_effects(sides, minimum)
+    assert len(together) == len(sides)
+    for (shown, held_out), effect in zip(sides, together, strict=True):
+        alone = lesson_effect(shown, held_out, minimum)
+        assert effect["verdict"] == alone["verdict"]
+        assert (effect["shown"], effect["held_out"]) == (alone["shown"], alone["held_out"])
+        if alone["ci"] is None:
+            assert (effect["difference"], effect["ci"]) == (None, None)
+        else:
+            assert effect["difference"] == pytest.approx(alone["difference"], abs=1e-12)
+            assert effect["ci"] == pytest.approx(alone["ci"], abs=1e-12)
