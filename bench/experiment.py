@@ -29,11 +29,10 @@ the bot's own calls ticket by ticket (`holdout.enroll`, `seen_tickets.saw`, then
 request `tracking.observe`, `tracking.link`, `outcomes.refresh`), and the bench stops unless the
 same seed written in bulk, as every other run is, gives the same report.
 
-Printed per percentage: bias (mean estimate - true effect), coverage of the 95% interval,
-power (intervals excluding 0), sample-ratio alarms, planted harmful lessons flagged "measured
-harmful", harmless ones flagged (false flags), and the lessons' interval coverage; an A/A row
-(nothing planted, 10% held out) must find nothing about 95% of the time. Runs are spread over
-``--jobs`` processes, each on its own copy of the SQLite file. Ends with one JSON line.
+Printed per percentage: bias (mean estimate - true effect), 95% interval coverage, power,
+sample-ratio alarms, planted harmful lessons flagged "measured harmful", harmless ones flagged,
+lessons' interval coverage; and an A/A row (nothing planted, 10% held out). Runs are spread
+over ``--jobs`` processes, each on a copy of the SQLite file. Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -60,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import datasets  # noqa: E402
+import experiment_scale  # noqa: E402
 import machine  # noqa: E402
 from datasets import lesson_text, tags, ticket  # noqa: E402
 from experiment_scale import (  # noqa: E402
@@ -278,7 +278,9 @@ def pull_state(row: dict[str, Any]) -> tracking.PullRequestState:
     )
 
 
-def write_real(engine: Engine, world: World, arms: list, pulls: list[Pull], config) -> None:
+def write_real(
+    engine: Engine, world: World, arms: list, pulls: list[Pull], config: holdout.Config
+) -> None:
     """The run through the bot's own calls, in time order (100 tickets per transaction)."""
     for start in range(0, len(world.cases), 100):
         with db.transaction(engine) as session:
@@ -545,8 +547,6 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
     parser.add_argument("--scale", action="store_true", help="time the report at 100k tickets")
     if "--scale" in sys.argv:
-        import experiment_scale
-
         experiment_scale.main()
         return
     args = parser.parse_args()
