@@ -66,6 +66,11 @@ def upgrade() -> None:
     op.create_index(
         "ix_experiment_exposures_bullet_arm", "experiment_exposures", ["bullet_id", "arm"]
     )
+    op.create_index(
+        "ix_experiment_exposures_ticket_bullet_arm",
+        "experiment_exposures",
+        ["ticket_key", "bullet_id", "arm"],
+    )
     op.create_table(
         "experiment_reviews",
         sa.Column("review_id", sa.BigInteger(), autoincrement=False, nullable=False),
@@ -79,6 +84,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index(op.f("ix_experiment_reviews_pr_key"), table_name="experiment_reviews")
     op.drop_table("experiment_reviews")
+    op.drop_index("ix_experiment_exposures_ticket_bullet_arm", table_name="experiment_exposures")
     op.drop_index("ix_experiment_exposures_bullet_arm", table_name="experiment_exposures")
     op.drop_table("experiment_exposures")
     with op.batch_alter_table("experiment_assignments") as batch:
