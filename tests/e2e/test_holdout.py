@@ -14,7 +14,7 @@ from playbook.experiment import assignment
 from playbook.models import Bullet, ExperimentAssignment, ExperimentExposure, UsageEvent
 from tests.e2e.test_loop import seed
 from tests.loop_harness import REPO, Loop, start_loop
-from tests.payloads import fixture
+from tests.payloads import fixture, pull_request, pull_request_review
 
 SALT = "holdout-test-salt"
 PERCENT = 50
@@ -237,3 +237,48 @@ def test_held_out_jira_issue_gets_no_comment(holdout_loop: Loop) -> None:
     assert len(loop.jira.calls("POST", f"/rest/api/2/issue/{shown}/comment")) == 1
     assert exposures(loop.engine, held) == [("pb-1", "held_out", 1)]
     assert loads(loop.engine, held) == 0
+
+
+def test_pull_requests_decide_each_arm_s_outcome_and_the_report_counts_them(
+    holdout_loop: Loop,
+) -> None:
+    loop = holdout_loop
+    seed(loop.engine, *LESSONS)
+    [held] = numbers("held_out", 1)
+    [shown] = numbers("shown", 1)
+    for number in (held, shown):
+        loop.github.add_issue(REPO, number, "Spelling error in the README file")
+        loop.github_event("issues.opened", opened(number))
+    loop.process()
+    # The shown ticket's PR merges after a changes-requested review; the held-out ticket's
+    # first PR closes unmerged.
+    merged = pull_request(
+        "opened", number=500 + shown, title="Fix spelling", body=f"Fixes #{shown}"
+    )
+    loop.github_event("pull_request.opened", merged)
+    review = pull_request_review(merged, "please run codespell")
+    review["review"].update(id=9001, state="changes_requested", submitted_at="2026-11-03T09:00:00Z")
+    loop.github_event("pull_request_review.submitted", review)
+    loop.github_event("pull_request_review.submitted", review)  # redelivered: one round
+    loop.github_event(
+        "pull_request.closed",
+        pull_request(
+            "closed", number=500 + shown, title="Fix spelling", body=f"Fixes #{shown}", merged=True
+        ),
+    )
+    closing = {"title": "Fix spelling", "body": f"Fixes #{held}"}
+    loop.github_event("pull_request.opened", pull_request("opened", number=500 + held, **closing))
+    loop.github_event("pull_request.closed", pull_request("closed", number=500 + held, **closing))
+    loop.process()
+    headers = {"Authorization": "Bearer maintainer-token"}
+    report = loop.client.get("/api/v1/experiment", headers=headers).get_json()
+    arms = report["arms"]
+    assert (arms["shown"]["tickets"], arms["shown"]["with_outcome"], arms["shown"]["merged"]) == (
+        1,
+        1,
+        1,
+    )
+    assert arms["shown"]["mean_review_rounds"] == 1
+    assert (arms["held_out"]["with_outcome"], arms["held_out"]["merged"]) == (1, 0)
+    assert report["difference"]["merge_rate"] == 1.0
+    assert "not conclusive" in report["verdict"] or "Not enough data" in report["verdict"]
