@@ -173,11 +173,6 @@ def split(rows: list[dict[str, Any]], lessons: int) -> tuple[list[dict], list[di
     return sorted(learned, key=order), sorted(tickets, key=order)
 
 
-def components(row: dict[str, Any]) -> set[str]:
-    """A ticket's Jira components: what makes a lesson relevant to it."""
-    return set(row.get("components") or [])
-
-
 def build_world(engine: Engine, rows: list[dict[str, Any]], lessons: int, seed: int) -> World:
     """Add the lessons, rank each ticket's top 5 once, and plant the truth."""
     learned, tickets = split(rows, lessons)
@@ -215,8 +210,10 @@ def build_world(engine: Engine, rows: list[dict[str, Any]], lessons: int, seed: 
     cases, with_relevant = [], 0
     for row, result in ranked:
         held = BASE_FIXED if row.get("resolution") == "Fixed" else BASE_OTHER
-        mine = components(row)
-        relevant = sum(1 for hit in result.hits if mine & components(source[hit.bullet_id]))
+        # Relevant: learned from an issue sharing a Jira component with this one.
+        mine = set(row.get("components") or [])
+        theirs = [set(source[h.bullet_id].get("components") or []) for h in result.hits]
+        relevant = sum(1 for components in theirs if mine & components)
         harms = sum(1 for hit in result.hits if hit.bullet_id in harmful)
         with_relevant += relevant > 0
         lift = min(RELEVANT_CAP, RELEVANT_POINTS * relevant) - HARM_POINTS * harms
@@ -457,6 +454,8 @@ def summarize(world: World, percent: int, scores: list[dict[str, Any]], seconds:
         "true_effect": round(world.effect, 4),
         "mean_estimate": round(mean("estimate"), 4),
         "bias": round(mean("estimate") - world.effect, 4),
+        # The bias's own noise over this many seeds: a bias within about 2 of it is none.
+        "bias_se": round(statistics.stdev(s["estimate"] for s in scores) / runs**0.5, 4),
         "coverage": round(mean("covered"), 3),
         "power": round(mean("conclusive"), 3),
         "srm_alarms": sum(s["srm"] for s in scores),
@@ -528,7 +527,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(
             f"| {r['name']}, {r['runs']} seeds | {r['percent']}% | {r['held_out_tickets']:,.0f} "
             f"| {100 * r['true_effect']:+.2f} | {100 * r['mean_estimate']:+.2f} "
-            f"| {100 * r['bias']:+.2f} | {100 * r['coverage']:.1f}% | {100 * r['power']:.1f}% "
+            f"| {100 * r['bias']:+.2f} ± {100 * r['bias_se']:.2f} | {100 * r['coverage']:.1f}% "
+            f"| {100 * r['power']:.1f}% "
             f"| {r['srm_alarms']} | {r['harmful_flagged_per_run']:.2f} of {r['planted_harmful']} "
             f"| {r['false_flags_per_run']:.2f} | {r['lessons_measured_per_run']:.1f} "
             f"| {'-' if lesson_coverage is None else f'{100 * lesson_coverage:.1f}%'} |"
