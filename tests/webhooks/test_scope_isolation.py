@@ -329,7 +329,9 @@ def test_mcp_over_http_with_a_scoped_token_stays_in_its_scope(
 
 def test_stats_json_names_no_other_scope(engine: Engine, world: dict[str, str]) -> None:
     with db.transaction(engine) as session:
-        scoped = stats_answer.stats(session, agents.Caller(actor="agent:ci", role="agent", scope=MINE))
+        scoped = stats_answer.stats(
+            session, agents.Caller(actor="agent:ci", role="agent", scope=MINE)
+        )
         everyone = stats_answer.stats(session, agents.Caller(actor="m", role="maintainer"))
     assert not leaks(json.dumps(scoped.model_dump(mode="json")), world)
     assert [row.id for row in everyone.most_helpful] == [world["helpful"]]
