@@ -115,11 +115,22 @@ def assigned(session: Session, ticket_key: str) -> Assignment | None:
 
 
 def assign(
-    session: Session, ticket_key: str, percent: int, salt: bytes, now: datetime
+    session: Session,
+    ticket_key: str,
+    percent: int,
+    salt: bytes,
+    now: datetime,
+    *,
+    ticket_ref: str | None = None,
+    created_at: datetime | None = None,
 ) -> Assignment | None:
     """The ticket's assignment: stored the first time it is seen with the experiment on,
     the stored one ever after (a later percentage never moves it); None while it is off and
-    the ticket was never assigned (outside the experiment: nothing is stored)."""
+    the ticket was never assigned (outside the experiment: nothing is stored).
+
+    ``ticket_ref`` (the key as the bot's other tables spell it) and ``created_at`` (the
+    tracker's creation time) are stored with a new assignment.
+    """
     key = canonical(ticket_key)
     existing = assigned(session, key)
     if existing is not None or _checked(percent) == 0:
@@ -128,7 +139,14 @@ def assign(
     # (they compute the same arm; only a percentage changed between them could differ).
     session.execute(
         db.conflict_insert(session, ExperimentAssignment)
-        .values(ticket_key=key, arm=arm(salt, key, percent), percent=percent, assigned_at=now)
+        .values(
+            ticket_key=key,
+            arm=arm(salt, key, percent),
+            percent=percent,
+            assigned_at=now,
+            ticket_ref=ticket_ref,
+            created_at=created_at,
+        )
         .on_conflict_do_nothing(index_elements=["ticket_key"])
     )
     return assigned(session, key)

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from playbook import clock, db
 from playbook.experiment import assignment
 from playbook.experiment.assignment import Arm, Assignment
-from playbook.models import Bullet, ExperimentAssignment, ExperimentExposure, SeenTicket
+from playbook.models import Bullet, ExperimentExposure, SeenTicket
 
 # Who starts and stops periods that PLAYBOOK_HOLDOUT_PERCENT asked for.
 SETTING = "setting"
@@ -46,20 +46,25 @@ def percent_in_force(session: Session, config: Config, now: datetime) -> int:
     the API is theirs: the setting leaves it alone, and once someone stopped the experiment it
     stays stopped, whatever the setting says, until someone starts it again.
     """
+    period = _period_in_force(session, config, now)
+    return 0 if period is None else period.percent
+
+
+def _period_in_force(session: Session, config: Config, now: datetime) -> assignment.Period | None:
     current = assignment.running(session)
     if current is not None and current.started_by != SETTING:
-        return current.percent
+        return current
     if config.percent == 0:
         if current is not None:
             assignment.stop(session, now, SETTING)
-        return 0
+        return None
     if current is None:
         last = _last_period(session)
         if last is not None and last.stopped_by not in (None, SETTING):
-            return 0
+            return None
     if current is None or current.percent != config.percent:
         current = assignment.start(session, config.percent, now, SETTING)
-    return current.percent
+    return current
 
 
 def _last_period(session: Session) -> assignment.Period | None:
@@ -67,17 +72,12 @@ def _last_period(session: Session) -> assignment.Period | None:
     return every[-1] if every else None
 
 
-def _first_seen(session: Session, ticket_ref: str) -> datetime | None:
-    return session.scalars(
+def _outside(session: Session, ticket_ref: str, period: assignment.Period) -> bool:
+    """Whether the ticket was first seen before ``period`` began (outside it for good)."""
+    seen = session.scalars(
         select(SeenTicket.seen_at).where(SeenTicket.ticket_key == ticket_ref)
     ).first()
-
-
-def _outside(session: Session, ticket_ref: str) -> bool:
-    """Whether the ticket was first seen while the experiment was off (outside it for good)."""
-    period = assignment.running(session)
-    seen = _first_seen(session, ticket_ref)
-    return period is None or (seen is not None and seen < period.started_at)
+    return seen is not None and seen < period.started_at
 
 
 def enroll(
@@ -98,22 +98,21 @@ def enroll(
     existing = assignment.assigned(session, ticket_ref)
     if existing is not None:
         return existing
-    percent = percent_in_force(session, config, now)
-    if percent == 0 or _outside(session, ticket_ref):
+    period = _period_in_force(session, config, now)
+    if period is None or _outside(session, ticket_ref, period):
         return None
     salt = assignment.salt(session, config.salt)
-    made = assignment.assign(session, ticket_ref, percent, salt, now)
-    if made is not None:
-        _describe(session, ticket_ref, created_at or now)
-    return made
-
-
-def _describe(session: Session, ticket_ref: str, created_at: datetime) -> None:
-    """Keep the bot's spelling of the key (to join its links) and the ticket's creation time."""
-    row = session.get(ExperimentAssignment, assignment.canonical(ticket_ref))
-    if row is not None and row.ticket_ref is None:
-        row.ticket_ref = ticket_ref
-        row.created_at = min(created_at, row.assigned_at)
+    # The bot's spelling of the key joins its links; the tracker's creation time (never
+    # after now) starts the time to merge.
+    return assignment.assign(
+        session,
+        ticket_ref,
+        period.percent,
+        salt,
+        now,
+        ticket_ref=ticket_ref,
+        created_at=min(created_at or now, now),
+    )
 
 
 def arm_for(session: Session, config: Config, ticket_ref: str | None, now: datetime) -> Arm | None:
@@ -126,10 +125,10 @@ def arm_for(session: Session, config: Config, ticket_ref: str | None, now: datet
     existing = assignment.assigned(session, ticket_ref)
     if existing is not None:
         return existing.arm
-    percent = percent_in_force(session, config, now)
-    if percent == 0 or _outside(session, ticket_ref):
+    period = _period_in_force(session, config, now)
+    if period is None or _outside(session, ticket_ref, period):
         return None
-    return assignment.arm(assignment.salt(session, config.salt), ticket_ref, percent)
+    return assignment.arm(assignment.salt(session, config.salt), ticket_ref, period.percent)
 
 
 def record_exposures(
