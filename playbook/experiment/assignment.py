@@ -14,7 +14,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -104,13 +104,25 @@ def salt(session: Session, configured: str | None) -> bytes:
     return session.scalars(select(ExperimentSalt.value).where(ExperimentSalt.id == _SALT_ROW)).one()
 
 
-def _assignment(row: ExperimentAssignment) -> Assignment:
-    return Assignment(row.ticket_key, row.arm, row.percent, row.assigned_at)  # type: ignore[arg-type]
+# Columns, not entities: these run on every issue delivery, and the ORM's identity loading
+# costs more than the lookups themselves.
+_ASSIGNMENT = (
+    ExperimentAssignment.ticket_key,
+    ExperimentAssignment.arm,
+    ExperimentAssignment.percent,
+    ExperimentAssignment.assigned_at,
+)
+
+
+def _assignment(row: Any) -> Assignment:
+    return Assignment(row.ticket_key, row.arm, row.percent, clock.to_utc(row.assigned_at))
 
 
 def assigned(session: Session, ticket_key: str) -> Assignment | None:
     """The stored assignment of ``ticket_key``, or None if the experiment never saw it."""
-    row = session.get(ExperimentAssignment, canonical(ticket_key))
+    row = session.execute(
+        select(*_ASSIGNMENT).where(ExperimentAssignment.ticket_key == canonical(ticket_key))
+    ).first()
     return None if row is None else _assignment(row)
 
 
@@ -123,21 +135,24 @@ def assign(
     *,
     ticket_ref: str | None = None,
     created_at: datetime | None = None,
+    known_new: bool = False,
 ) -> Assignment | None:
     """The ticket's assignment: stored the first time it is seen with the experiment on,
     the stored one ever after (a later percentage never moves it); None while it is off and
     the ticket was never assigned (outside the experiment: nothing is stored).
 
     ``ticket_ref`` (the key as the bot's other tables spell it) and ``created_at`` (the
-    tracker's creation time) are stored with a new assignment.
+    tracker's creation time) are stored with a new assignment. ``known_new``: the caller has
+    just found none stored, so it is not looked up again first.
     """
     key = canonical(ticket_key)
-    existing = assigned(session, key)
+    existing = None if known_new else assigned(session, key)
     if existing is not None or _checked(percent) == 0:
         return existing
-    # Insert-if-absent then read back: two workers racing on one ticket keep the first row
-    # (they compute the same arm; only a percentage changed between them could differ).
-    session.execute(
+    # Insert-if-absent: two workers racing on one ticket keep the first row (they compute
+    # the same arm; only a percentage changed between them could differ). The winner reads
+    # its row back from RETURNING; the other finds the winner's.
+    row = session.execute(
         db.conflict_insert(session, ExperimentAssignment)
         .values(
             ticket_key=key,
@@ -148,20 +163,32 @@ def assign(
             created_at=created_at,
         )
         .on_conflict_do_nothing(index_elements=["ticket_key"])
-    )
-    return assigned(session, key)
+        .returning(*_ASSIGNMENT)
+    ).first()
+    return _assignment(row) if row is not None else assigned(session, key)
 
 
-def _period(row: ExperimentPeriod) -> Period:
+def _period(row: Any) -> Period:
+    stopped = None if row.stopped_at is None else clock.to_utc(row.stopped_at)
     return Period(
-        row.id, row.percent, row.started_at, row.started_by, row.stopped_at, row.stopped_by
+        row.id, row.percent, clock.to_utc(row.started_at), row.started_by, stopped, row.stopped_by
     )
+
+
+_PERIOD = (
+    ExperimentPeriod.id,
+    ExperimentPeriod.percent,
+    ExperimentPeriod.started_at,
+    ExperimentPeriod.started_by,
+    ExperimentPeriod.stopped_at,
+    ExperimentPeriod.stopped_by,
+)
 
 
 def running(session: Session) -> Period | None:
     """The period running now, or None when the experiment is stopped."""
-    row = session.scalars(
-        select(ExperimentPeriod)
+    row = session.execute(
+        select(*_PERIOD)
         .where(ExperimentPeriod.stopped_at.is_(None))
         .order_by(ExperimentPeriod.id.desc())
         .limit(1)

@@ -112,6 +112,7 @@ def enroll(
         now,
         ticket_ref=ticket_ref,
         created_at=min(created_at or now, now),
+        known_new=True,
     )
 
 
