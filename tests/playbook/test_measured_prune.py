@@ -7,6 +7,7 @@ from datetime import timedelta
 from sqlalchemy import Engine, update
 
 from playbook import clock, db, upkeep
+from playbook.experiment import report as experiment
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, ExperimentAssignment, ExperimentExposure, UsageEvent
 
@@ -90,3 +91,49 @@ def test_stats_name_measured_harmful_lessons_and_respect_the_minimum(engine: Eng
         # Below the minimum on either side, nothing is measured: not enough data.
         assert upkeep.stats(session, effect_min_tickets=31)["measured_harmful"] == []
         assert upkeep.prune(session, effect_min_tickets=31).harmful == []
+
+
+# Lessons far enough apart that none is a near-duplicate of another.
+UNRELATED = (
+    "Update the changelog in the same pull request",
+    "Keep third-party license notices in the vendor folder",
+    "Build the docs locally before editing the navigation",
+    "Version the public API schema with every breaking field",
+    "Remove feature flags a month after full rollout",
+    "Generate test fixtures from a script, not by hand",
+)
+
+
+def test_a_lesson_below_zero_by_chance_among_many_is_not_deprecated(engine: Engine) -> None:
+    ids = _world(engine)
+    with db.transaction(engine) as session:
+        # Six more lessons with no effect, and one whose interval lies below zero by chance
+        # alone (18 of 50 against 30 of 50: p = 0.017 on its own, not among 9 lessons).
+        others = [
+            lifecycle.add(session, text, learned_from=f"AA-{n}", actor="t").bullet.id
+            for n, text in enumerate(UNRELATED)
+        ]
+        assert len(set(others)) == len(UNRELATED)
+        unlucky = lifecycle.add(
+            session, "Rebase onto main before asking for review", learned_from="AA-9", actor="t"
+        ).bullet.id
+    with db.transaction(engine) as session:
+        for n, lesson in enumerate(others):
+            _tickets(session, lesson, "shown", merged=15, total=30, prefix=f"N{n}S")
+            _tickets(session, lesson, "held_out", merged=15, total=30, prefix=f"N{n}H")
+        _tickets(session, unlucky, "shown", merged=18, total=50, prefix="US")
+        _tickets(session, unlucky, "held_out", merged=30, total=50, prefix="UH")
+    with db.transaction(engine) as session:
+        dry = upkeep.prune(session, effect_min_tickets=20)
+        assert [h.bullet_id for h in dry.harmful] == [ids["harmful"]]
+        listed = upkeep.stats(session, effect_min_tickets=20)["measured_harmful"]
+        assert [harm["id"] for harm in listed] == [ids["harmful"]]
+        effect = experiment.lesson_effect(session, unlucky, min_tickets=20)
+        assert effect["ci"][1] < 0
+        assert effect["verdict"] == (
+            "no clear effect: below zero, but not after allowing for the 9 lessons compared"
+        )
+        applied = upkeep.prune(session, apply=True, effect_min_tickets=20, actor="t")
+    assert applied.deprecated == [ids["harmful"]]
+    with db.transaction(engine) as session:
+        assert session.get(Bullet, unlucky).demoted_reason != "measured_harmful"  # type: ignore[union-attr]

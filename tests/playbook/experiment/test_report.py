@@ -12,7 +12,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 
 from playbook import db
 from playbook.experiment import assignment, outcomes, report
-from playbook.models import ExperimentAssignment, ExperimentExposure
+from playbook.models import Bullet, ExperimentAssignment, ExperimentExposure
 from playbook.outcomes import tracking
 from playbook.outcomes.tracking import PullRequestState
 
@@ -311,3 +311,75 @@ def test_lessons_most_harmful_first_and_the_measured_lists(seeded: Engine) -> No
     assert scoped["measured_harmful"] == [GLOBAL_LESSON]
     # The arms count every ticket whatever the scope.
     assert scoped["arms"] == built["arms"]
+
+
+def _more_lessons(engine: Engine, count: int) -> list[str]:
+    """``count`` more global lessons, aa-1.., with nothing else about them."""
+    ids = [f"aa-{n}" for n in range(1, count + 1)]
+    with db.transaction(engine) as session:
+        for n, bullet_id in enumerate(ids, 1):
+            text = f"Lesson number {n} of an experiment with nothing planted"
+            session.add(Bullet(id=bullet_id, text=text, created_at=T0, updated_at=T0))
+    return ids
+
+
+def test_a_lesson_below_zero_by_chance_among_many_is_not_measured_harmful(
+    seeded: Engine,
+) -> None:
+    # An A/A world: 12 lessons with no effect, all shown on (or held out from) the same
+    # tickets, 20 of 40 merged on each side.
+    nulls = _more_lessons(seeded, 12)
+    for arm, prefix in (("shown", "NS"), ("held_out", "NH")):
+        _tickets(seeded, prefix, arm, ["merged"] * 20 + ["closed"] * 20, lessons=nulls)
+    # One lesson whose interval lies below zero by chance (18 of 50 against 30 of 50; p =
+    # 0.017 alone), and one clearly harmful (5 of 30 against 25 of 30).
+    _lesson_sides(seeded, GLOBAL_LESSON, "C", shown=(50, 18), held_out=(50, 30))
+    _lesson_sides(seeded, OTHER_GLOBAL, "H", shown=(30, 5), held_out=(30, 25))
+    built = _build(seeded)
+    lessons = {lesson["id"]: lesson for lesson in built["lessons"]}
+    assert len(lessons) == 14
+    by_chance = lessons[GLOBAL_LESSON]
+    assert by_chance["ci"][1] < 0 and by_chance["p_value"] < 0.05
+    assert by_chance["compared"] == 14 and by_chance["adjusted_p_value"] > 0.05
+    assert by_chance["verdict"] == (
+        "no clear effect: below zero, but not after allowing for the 14 lessons compared"
+    )
+    assert lessons[OTHER_GLOBAL]["verdict"] == "measured harmful"
+    assert {lessons[i]["verdict"] for i in nulls} == {"no clear effect"}
+    assert built["measured_harmful"] == [OTHER_GLOBAL]
+    assert built["measured_helpful"] == []
+    with db.transaction(seeded) as session:
+        measured = report.measured(session)
+        one_by_one = {i: report.lesson_effect(session, i) for i in lessons}
+    assert measured == report.Measured((OTHER_GLOBAL,), frozenset())
+    # Each lesson's own answer (show, the API, the page) is the report's, verdict and all.
+    for bullet_id, effect in one_by_one.items():
+        listed = {k: v for k, v in lessons[bullet_id].items() if k not in ("id", "text", "scope")}
+        assert effect == {**listed, "enough_data": True, "min_tickets": 20}
+
+
+def test_the_report_measured_and_each_lesson_agree_on_every_verdict(seeded: Engine) -> None:
+    _lesson_sides(seeded, GLOBAL_LESSON, "A", shown=(20, 3), held_out=(12, 11))
+    _lesson_sides(seeded, ACME_LESSON, "B", shown=(20, 8), held_out=(12, 11))
+    _lesson_sides(seeded, OTHER_GLOBAL, "C", shown=(20, 19), held_out=(12, 2))
+    _lesson_sides(seeded, WEB_LESSON, "D", shown=(20, 10), held_out=(12, 6))
+    for minimum in (10, 12, 13):
+        built = _build(seeded, min_tickets=minimum)
+        with db.transaction(seeded) as session:
+            measured = report.measured(session, min_tickets=minimum)
+            effects = {
+                i: report.lesson_effect(session, i, min_tickets=minimum)
+                for i in (GLOBAL_LESSON, ACME_LESSON, OTHER_GLOBAL, WEB_LESSON)
+            }
+        verdicts = {lesson["id"]: lesson["verdict"] for lesson in built["lessons"]}
+        for bullet_id, effect in effects.items():
+            assert effect["verdict"] == verdicts.get(bullet_id, "not enough data")
+            assert effect["compared"] == (len(verdicts) if bullet_id in verdicts else None)
+        harmful = [i for i, v in verdicts.items() if v == "measured harmful"]
+        helpful = {i for i, v in verdicts.items() if v == "measured helpful"}
+        assert measured == report.Measured(tuple(harmful), frozenset(helpful))
+        assert built["measured_harmful"] == harmful
+        assert set(built["measured_helpful"]) == helpful
+    # A caller bound to scopes sees fewer lessons, each with the verdict of the whole family.
+    scoped = _build(seeded, min_tickets=10, scopes={"global"})
+    assert {lesson["compared"] for lesson in scoped["lessons"]} == {4}

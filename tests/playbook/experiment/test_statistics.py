@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from statsmodels.stats import proportion
+from statsmodels.stats.multitest import multipletests
 
 from playbook.experiment.statistics import (
     EXACT_BOOTSTRAP_FROM,
@@ -278,12 +280,115 @@ def test_many_lessons_at_once_match_one_at_a_time(
 ) -> None:
     together = lesson_effects(sides, minimum)
     assert len(together) == len(sides)
+    family = sum(1 for effect in together if effect["compared"] is not None)
     for (shown, held_out), effect in zip(sides, together, strict=True):
         alone = lesson_effect(shown, held_out, minimum)
-        assert effect["verdict"] == alone["verdict"]
         assert (effect["shown"], effect["held_out"]) == (alone["shown"], alone["held_out"])
         if alone["ci"] is None:
-            assert (effect["difference"], effect["ci"]) == (None, None)
+            assert (effect["difference"], effect["ci"], effect["p_value"]) == (None, None, None)
         else:
             assert effect["difference"] == pytest.approx(alone["difference"], abs=1e-12)
             assert effect["ci"] == pytest.approx(alone["ci"], abs=1e-12)
+            assert effect["p_value"] == pytest.approx(alone["p_value"], abs=1e-12)
+        if alone["verdict"] == "not enough data":
+            assert effect["verdict"] == "not enough data"
+            assert (effect["compared"], effect["adjusted_p_value"]) == (None, None)
+            continue
+        # In a family the correction can only take a claim away, never make one.
+        assert effect["compared"] == family and alone["compared"] == 1
+        assert alone["p_value"] <= effect["adjusted_p_value"] <= 1
+        if effect["verdict"].startswith("measured"):
+            assert alone["verdict"] == effect["verdict"]
+        if family == 1:
+            assert effect == alone
+
+
+# Lessons with no effect: 30 of 60 tickets merged on each side.
+NULL = (ArmCounts(60, 60, 30), ArmCounts(60, 60, 30))
+# 18 of 50 merged shown against 30 of 50 held out: 24 points less, the interval below zero,
+# p = 0.017 alone; among 40 lessons with no effect, about what chance gives one of them.
+BY_CHANCE = (ArmCounts(50, 50, 18), ArmCounts(50, 50, 30))
+# 5 of 30 against 25 of 30: harmful however many lessons are compared (p = 3e-7).
+HARMFUL = (ArmCounts(30, 30, 5), ArmCounts(30, 30, 25))
+
+
+def test_a_lesson_below_zero_by_chance_among_many_is_not_measured_harmful() -> None:
+    sides = [NULL] * 39 + [BY_CHANCE, HARMFUL]
+    *nulls, by_chance, harmful = lesson_effects(sides)
+    # Its own interval is as before, wholly below zero...
+    alone = newcombe_difference(18, 50, 30, 50)
+    assert alone is not None
+    assert by_chance["ci"] == pytest.approx([alone.low, alone.high])
+    assert by_chance["ci"][1] < 0 and by_chance["p_value"] < 0.05
+    # ...but Holm's correction over the 41 lessons compared does not reject it, and the
+    # verdict says so instead of claiming harm.
+    assert by_chance["compared"] == 41
+    assert by_chance["adjusted_p_value"] > 0.05
+    assert by_chance["verdict"] == (
+        "no clear effect: below zero, but not after allowing for the 41 lessons compared"
+    )
+    assert "harmful" not in by_chance["verdict"]
+    # Alone, the same counts are measured harmful: the correction is what changed.
+    assert lesson_effect(*BY_CHANCE)["verdict"] == "measured harmful"
+    assert harmful["verdict"] == "measured harmful"
+    assert harmful["adjusted_p_value"] < 0.001
+    assert {e["verdict"] for e in nulls} == {"no clear effect"}
+    # The same above zero.
+    helpful = (HARMFUL[1], HARMFUL[0])
+    flipped = lesson_effects([NULL] * 39 + [(ArmCounts(50, 50, 32), ArmCounts(50, 50, 20))])
+    assert flipped[-1]["verdict"] == (
+        "no clear effect: above zero, but not after allowing for the 40 lessons compared"
+    )
+    assert lesson_effects([NULL] * 39 + [helpful])[-1]["verdict"] == "measured helpful"
+
+
+def test_p_values_are_statsmodels_score_tests_adjusted_by_holm() -> None:
+    sides = [NULL, BY_CHANCE, HARMFUL, (ArmCounts(40, 25, 20), ArmCounts(40, 22, 9))]
+    effects = lesson_effects(sides)
+    raw = [
+        proportion.test_proportions_2indep(
+            s.merged, s.with_outcome, h.merged, h.with_outcome, method="score", compare="diff"
+        ).pvalue
+        for s, h in sides
+    ]
+    _, adjusted, _, _ = multipletests(raw, alpha=0.05, method="holm")
+    assert [e["p_value"] for e in effects] == pytest.approx(raw)
+    assert [e["adjusted_p_value"] for e in effects] == pytest.approx(list(adjusted))
+    assert {e["compared"] for e in effects} == {4}
+
+
+def test_only_lessons_with_enough_data_are_compared() -> None:
+    few = (ArmCounts(10, 10, 0), ArmCounts(10, 10, 10))
+    effects = lesson_effects([few, NULL, HARMFUL], min_tickets=20)
+    assert effects[0]["verdict"] == "not enough data"
+    # Its test is there, like its interval, but it is in no family.
+    assert effects[0]["p_value"] < 0.001
+    assert (effects[0]["adjusted_p_value"], effects[0]["compared"]) == (None, None)
+    assert [e["compared"] for e in effects[1:]] == [2, 2]
+
+
+def test_both_sides_all_merged_or_none_is_p_1_not_nan() -> None:
+    for merged in (0, 20):
+        effect = lesson_effect(ArmCounts(20, 20, merged), ArmCounts(20, 20, merged))
+        assert (effect["p_value"], effect["adjusted_p_value"]) == (1.0, 1.0)
+        assert effect["verdict"] == "no clear effect"
+    assert lesson_effects([]) == []
+
+
+def test_effects_of_hundreds_of_lessons_take_milliseconds() -> None:
+    rng = np.random.default_rng(0)
+    sides = []
+    for _ in range(500):
+        n1, n2 = (int(n) for n in rng.integers(20, 400, 2))
+        sides.append(
+            (
+                ArmCounts(n1, n1, int(rng.binomial(n1, 0.5))),
+                ArmCounts(n2, n2, int(rng.binomial(n2, 0.5))),
+            )
+        )
+    lesson_effects(sides)
+    started = time.perf_counter()
+    effects = lesson_effects(sides)
+    # Vectorised: well under the report's budget (statsmodels' Holm collects garbage too).
+    assert time.perf_counter() - started < 0.25
+    assert {e["compared"] for e in effects} == {500}
