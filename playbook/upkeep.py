@@ -335,7 +335,7 @@ def prune(
         measured = experiment.measured(session, min_tickets=effect_min_tickets)
         helpful = measured.helpful
         # Its own evidence (both arms over the minimum): no need to wait for the usage log.
-        report.harmful = _harmful(session, measured.harmful, effect_min_tickets)
+        report.harmful = _harmful(session, measured)
         if apply:
             report.deprecated = _deprecate_harmful(session, report.harmful, actor)
     if report.observed_days < min_observation_days:
@@ -375,25 +375,19 @@ def measured_harmful(
     # On use: the experiment's statistics load scipy, which no other command needs.
     from playbook.experiment import report as experiment
 
-    ids = experiment.measured(session, min_tickets=min_tickets).harmful
-    return _harmful(session, ids, min_tickets, view)
+    return _harmful(session, experiment.measured(session, min_tickets=min_tickets), view)
 
 
-def _harmful(
-    session: Session, ids: tuple[str, ...], min_tickets: int, view: View = EVERYTHING
-) -> list[MeasuredHarm]:
-    """The active ones of the lessons measured harmful (that ``view`` sees), most harmful
+def _harmful(session: Session, measured: Any, view: View = EVERYTHING) -> list[MeasuredHarm]:
+    """The active ones of the lessons ``measured`` harmful (that ``view`` sees), most harmful
     first, with their effect."""
+    ids = list(measured.harmful)
     if not ids:
         return []
-    from playbook.experiment import report as experiment
-
     active = {
         bullet.id: bullet
         for bullet in session.scalars(
-            select(Bullet).where(
-                Bullet.id.in_(list(ids)), Bullet.status == "active", view.lessons()
-            )
+            select(Bullet).where(Bullet.id.in_(ids), Bullet.status == "active", view.lessons())
         )
     }
     found = []
@@ -401,7 +395,7 @@ def _harmful(
         bullet = active.get(bullet_id)
         if bullet is None:
             continue
-        effect = experiment.lesson_effect(session, bullet_id, min_tickets=min_tickets)
+        effect = measured.effects[bullet_id]
         low, high = effect["ci"]
         found.append(
             MeasuredHarm(

@@ -11,8 +11,8 @@ PR yet, counts as a ticket of its arm but in no merge rate.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +41,9 @@ class Measured:
 
     harmful: tuple[str, ...]  # most harmful first
     helpful: frozenset[str]
+    # Every measured lesson's effect (as `lesson_effect` gives it), so a caller listing the
+    # harmful ones does not compute the family again for each.
+    effects: Mapping[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
 
 def _window(since: datetime | None, until: datetime | None) -> ColumnElement[bool]:
@@ -292,4 +295,5 @@ def measured(session: Session, *, min_tickets: int = statistics.MIN_TICKETS) -> 
     return Measured(
         harmful=tuple(i for i in ordered if effects[i]["verdict"] == "measured harmful"),
         helpful=frozenset(i for i in ordered if effects[i]["verdict"] == "measured helpful"),
+        effects=effects,
     )
