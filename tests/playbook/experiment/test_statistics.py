@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -86,11 +85,11 @@ def test_the_exact_bootstrap_of_the_median_agrees_with_resampling(n: int) -> Non
     assert exact[0] <= float(np.median(values)) <= exact[1]
 
 
-def test_large_samples_take_the_exact_bootstrap_and_answer_fast() -> None:
+def test_large_samples_take_the_exact_bootstrap() -> None:
+    # 9,999 resamples of 50,000 values took 30 s; the exact distribution is what makes the
+    # report fast at scale (bench/experiment_scale.py times it).
     values = np.random.default_rng(5).exponential(30.0, 50_000).tolist()
-    started = time.perf_counter()
     interval = bootstrap_median_ci(values, seed=1)
-    assert time.perf_counter() - started < 0.5
     assert interval == exact_bootstrap_median_ci(values)
     assert interval is not None
     assert interval[0] < float(np.median(values)) < interval[1]
@@ -375,7 +374,7 @@ def test_both_sides_all_merged_or_none_is_p_1_not_nan() -> None:
     assert lesson_effects([]) == []
 
 
-def test_effects_of_hundreds_of_lessons_take_milliseconds() -> None:
+def test_effects_of_hundreds_of_lessons_form_one_family() -> None:
     rng = np.random.default_rng(0)
     sides = []
     for _ in range(500):
@@ -386,9 +385,6 @@ def test_effects_of_hundreds_of_lessons_take_milliseconds() -> None:
                 ArmCounts(n2, n2, int(rng.binomial(n2, 0.5))),
             )
         )
-    lesson_effects(sides)
-    started = time.perf_counter()
+    # Their speed is bench/experiment_scale.py's to measure; here, that all 500 are one family.
     effects = lesson_effects(sides)
-    # Vectorised: well under the report's budget (statsmodels' Holm collects garbage too).
-    assert time.perf_counter() - started < 0.25
     assert {e["compared"] for e in effects} == {500}
