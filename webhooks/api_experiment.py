@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time
 from typing import Annotated
 
 from flask import Response, g
@@ -11,6 +11,7 @@ from flask_openapi3 import APIBlueprint, Tag
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator
 
 from playbook import agents, db
+from playbook.experiment import window
 from webhooks import api as v1
 from webhooks import problems
 from webhooks.runtime import runtime
@@ -55,9 +56,7 @@ def window_time(text: str, *, end: bool) -> datetime:
     try:
         if re.fullmatch(_DATE, text):
             day = date.fromisoformat(text)
-            if end and day == date.max:
-                return datetime.max.replace(tzinfo=UTC)
-            return datetime.combine(day + timedelta(days=int(end)), time.min, tzinfo=UTC)
+            return window.through(day) if end else datetime.combine(day, time.min, tzinfo=UTC)
         if not _DATE_TIME.fullmatch(text):
             raise ValueError(expected)
         parsed = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))

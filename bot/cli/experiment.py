@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import click
 
 from bot.cli.base import Context, echo_json, pass_context
 from playbook import clock
+from playbook.experiment import window
 
 
 class WindowTime(click.ParamType):
@@ -33,10 +34,7 @@ class WindowTime(click.ParamType):
         except (ValueError, OverflowError):
             self.fail(f"{value!r} is not a date such as 2026-11-17 or an ISO time", param, ctx)
         if self.end and len(text) == 10:
-            try:
-                parsed += timedelta(days=1)
-            except OverflowError:
-                self.fail(f"{value!r} is the last day there is", param, ctx)
+            return window.through(parsed.date())
         return parsed
 
 
