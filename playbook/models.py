@@ -471,3 +471,50 @@ class ExperimentSalt(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     value: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class RepoSettingsRow(Base):
+    """A repository's `.github/playbook-bot.yml` as last read: its last good values and problems.
+
+    Kept in the database, not in a process: every web and worker process, `config --repo`,
+    `doctor` and the web page see the same settings, and a push that changes the file marks
+    the row stale once for all of them.
+    """
+
+    __tablename__ = "repo_settings"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    # Blob shas of the files last read (None: no such file); unchanged sha, nothing re-parsed.
+    repo_sha: Mapped[str | None] = mapped_column(String(64))
+    org_sha: Mapped[str | None] = mapped_column(String(64))
+    # The last good values of each file (None: never a good one), as the file spelled them.
+    repo_values: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    org_values: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # What is wrong with the files as they are now: [{file, key, line, message}].
+    problems: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    read_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A push touched a file: read again on next use, whatever read_at says.
+    stale: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Why the last read failed (GitHub unreachable, no permission), or None.
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class RuleFileSync(Base):
+    """The managed block the bot keeps in one repository's rule file, and its one sync PR."""
+
+    __tablename__ = "rule_file_syncs"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    path: Mapped[str] = mapped_column(String(200))
+    pull_number: Mapped[int | None] = mapped_column(Integer)
+    pull_url: Mapped[str | None] = mapped_column(Text)
+    # sha256 of the block last committed to the sync branch: unchanged, nothing is committed.
+    block_sha: Mapped[str | None] = mapped_column(String(64))
+    lesson_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # A person closed the sync PR unmerged: no sync before this time.
+    paused_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    paused_reason: Mapped[str | None] = mapped_column(Text)
+    synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # One line: what the last sync did or why it did nothing.
+    last_result: Mapped[str | None] = mapped_column(Text)
