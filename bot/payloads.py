@@ -310,3 +310,35 @@ class JiraCommentEvent(Model):
 
     issue: JiraIssue
     comment: JiraComment
+
+
+# A push payload lists at most 2,048 commits; a commit's file lists are bounded the same way.
+Path = Annotated[str, _bounded(4_096)]
+
+
+class PushedCommit(Model):
+    """One commit of a push: the files it added, changed or removed."""
+
+    added: list[Path] = Field(default_factory=list, max_length=10_000)
+    modified: list[Path] = Field(default_factory=list, max_length=10_000)
+    removed: list[Path] = Field(default_factory=list, max_length=10_000)
+
+    def touches(self, path: str) -> bool:
+        """Whether this commit changed ``path``."""
+        return path in self.added or path in self.modified or path in self.removed
+
+
+class PushedRepository(Model):
+    """The repository a push went to, with its default branch."""
+
+    full_name: RepoName
+    default_branch: Name = "main"
+
+
+class PushEvent(Model):
+    """push: which branch moved and which files its commits touched."""
+
+    ref: Name
+    repository: PushedRepository
+    commits: list[PushedCommit] = Field(default_factory=list, max_length=2_048)
+    head_commit: PushedCommit | None = None

@@ -1,6 +1,13 @@
 """Event handlers, one module per behaviour, each with its own router; combined here."""
 
-from bot.handlers import commands, installations, pull_requests, reposts, retrieve_and_comment
+from bot.handlers import (
+    commands,
+    installations,
+    pull_requests,
+    reposts,
+    retrieve_and_comment,
+    settings_files,
+)
 from bot.handlers.context import Ignored, PermanentError
 from bot.handlers.router import IGNORED, Event, Router
 
@@ -11,6 +18,7 @@ router = Router(
     pull_requests.router,
     retrieve_and_comment.router,
     reposts.router,
+    settings_files.router,
 )
 
 __all__ = [
@@ -24,4 +32,5 @@ __all__ = [
     "reposts",
     "retrieve_and_comment",
     "router",
+    "settings_files",
 ]

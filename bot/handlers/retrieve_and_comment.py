@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
-from bot import payloads, render
+from bot import payloads, render, repo_settings
 from bot.effects import CommentText, TicketRef, record_effect
 from bot.handlers.context import Ignored, publish
 from bot.handlers.router import Event, Router
@@ -17,6 +18,7 @@ from playbook.deliveries import comments, inbox
 from playbook.experiment import holdout
 from playbook.models import BotComment
 from playbook.outcomes import seen_tickets
+from playbook.repos.settings import FILE_PATH
 from playbook.search import retrieval
 from playbook.search.text import Ticket
 
@@ -31,12 +33,22 @@ router = Router()
 RETRIEVAL_FIELDS = {"summary", "description", "labels", "component", "components"}
 
 
+@dataclass(frozen=True)
+class Options:
+    """What a repository's settings file changes for its tickets (None: the installation's)."""
+
+    max_lessons: int | None = None
+    holdout_percent: int | None = None
+    comment: bool = True
+
+
 def refresh(
     services: Services,
     ticket: Ticket,
     ref: TicketRef,
     markup: str,
     created_at: datetime | None = None,
+    options: Options | None = None,
 ) -> None:
     """Retrieve lessons for a ticket and post, or edit, the bot's one comment on it.
 
@@ -44,6 +56,7 @@ def refresh(
     shown are kept as would-have-shown exposures, re-ranked by every edit as a comment is.
     """
     settings = services.settings
+    options = options or Options()
     missing = services.out.missing(ref)
     # One transaction when nothing is posted (no lesson fits, or no credentials): the worker
     # then commits twice per such delivery, here and its outcome.
@@ -51,14 +64,24 @@ def refresh(
         now = clock.now()
         # Before the ticket is marked seen: one seen before the experiment began stays out.
         placed = holdout.enroll(
-            session, settings.experiment, ref.key, now=now, created_at=created_at
+            session,
+            settings.experiment,
+            ref.key,
+            now=now,
+            created_at=created_at,
+            percent=options.holdout_percent,
         )
         # A verified delivery is about this ticket: agents' reports about it weigh.
         seen_tickets.saw(session, ref.key, ref.target)
+        if not options.comment:
+            # The repository asked for no comment: the ticket is known, nothing is shown.
+            inbox.asynchronous_commit(session)
+            log.info("%s: no lessons comment (comment: false in %s)", ref.key, FILE_PATH)
+            return
         existing = comments.find(session, ref.target, ref.key, comments.LESSONS)
         # The process-wide index, shared with the near-duplicate check of lessons added here.
         result = retrieval.Retriever.shared(session).search(
-            session, ticket, k=settings.lessons_per_ticket
+            session, ticket, k=options.max_lessons or settings.lessons_per_ticket
         )
         held_out = placed is not None and placed.arm == "held_out"
         if held_out:
@@ -192,4 +215,13 @@ def github_issue_changed(event: Event, services: Services) -> None:
     data = payloads.IssuesEvent.model_validate(event.payload)
     repo = data.repository.full_name
     ref = TicketRef.github(repo, data.issue.number, event.installation_id)
-    refresh(services, data.issue.ticket(repo), ref, "markdown", data.issue.created_at)
+    found = repo_settings.effective(services, repo, event.installation_id)
+    chosen = found.settings
+    if not chosen.enabled:
+        raise Ignored(f"{repo} turned the bot off (enabled: false in {FILE_PATH})")
+    ticket = replace(data.issue.ticket(repo), scope=found.scope)
+    label = chosen.ignores(ticket.labels)
+    if label is not None:
+        raise Ignored(f"the issue is labelled {label!r}, which ignore_labels in {FILE_PATH} names")
+    options = Options(chosen.max_lessons, chosen.holdout_percent, chosen.comment)
+    refresh(services, ticket, ref, "markdown", data.issue.created_at, options)

@@ -55,7 +55,6 @@ IGNORED: frozenset[tuple[str, str]] = frozenset(
     {
         ("github", "check_run"),
         ("github", "check_suite"),
-        ("github", "push"),
         ("github", "status"),
         ("github", "workflow_run"),
         ("github", "workflow_job"),

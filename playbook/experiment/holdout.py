@@ -87,27 +87,31 @@ def enroll(
     *,
     now: datetime,
     created_at: datetime | None = None,
+    percent: int | None = None,
 ) -> Assignment | None:
     """The arm of a ticket a verified delivery is about: stored the first time it is seen
     while the experiment runs, the stored one ever after; None when it is outside.
 
     Call before the delivery marks the ticket seen: a ticket the bot saw before the running
     period began stays outside, so turning the experiment on never moves a ticket that was
-    already being shown lessons.
+    already being shown lessons. ``percent`` is the ticket's repository's own share
+    (`holdout_percent` in its settings file): it applies while a period runs, and 0 keeps
+    the repository's tickets outside; a repository cannot start the experiment alone.
     """
     existing = assignment.assigned(session, ticket_ref)
     if existing is not None:
         return existing
     period = _period_in_force(session, config, now)
-    if period is None or _outside(session, ticket_ref, period):
+    if period is None or _outside(session, ticket_ref, period) or percent == 0:
         return None
+    share = period.percent if percent is None else percent
     salt = assignment.salt(session, config.salt)
     # The bot's spelling of the key joins its links; the tracker's creation time (never
     # after now) starts the time to merge.
     return assignment.assign(
         session,
         ticket_ref,
-        period.percent,
+        share,
         salt,
         now,
         ticket_ref=ticket_ref,
@@ -116,7 +120,13 @@ def enroll(
     )
 
 
-def arm_for(session: Session, config: Config, ticket_ref: str | None, now: datetime) -> Arm | None:
+def arm_for(
+    session: Session,
+    config: Config,
+    ticket_ref: str | None,
+    now: datetime,
+    percent: int | None = None,
+) -> Arm | None:
     """The arm a door must honour for a ticket it was named (an agent's search): the stored
     one, else the one the ticket will get while the experiment runs (computed, not stored:
     only verified deliveries enroll); None outside the experiment or without a ticket.
@@ -127,9 +137,10 @@ def arm_for(session: Session, config: Config, ticket_ref: str | None, now: datet
     if existing is not None:
         return existing.arm
     period = _period_in_force(session, config, now)
-    if period is None or _outside(session, ticket_ref, period):
+    if period is None or _outside(session, ticket_ref, period) or percent == 0:
         return None
-    return assignment.arm(assignment.salt(session, config.salt), ticket_ref, period.percent)
+    share = period.percent if percent is None else percent
+    return assignment.arm(assignment.salt(session, config.salt), ticket_ref, share)
 
 
 def record_exposures(

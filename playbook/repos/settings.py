@@ -1,0 +1,260 @@
+"""A repository's `.github/playbook-bot.yml`: the allowed keys, each problem with its line.
+
+As Probot apps do, an organisation's defaults live in the same file in its `.github`
+repository and a repository's own file is merged over them. A file that does not parse or
+holds an unknown key or a bad value is never applied in part: the bot keeps the last good
+values of that file (or the defaults) and records each problem with the file, the key, the
+line and what is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from playbook.outcomes.pull_outcome import DemotePolicy
+
+FILE_PATH = ".github/playbook-bot.yml"
+# The repository of organisation-wide defaults, as GitHub and Probot name it.
+ORG_REPO = ".github"
+# A settings file is a few lines; anything this big is a mistake or an attack.
+MAX_FILE_BYTES = 64 * 1024
+RULE_FILE_PATHS = (
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".github/copilot-instructions.md",
+    ".cursor/rules/playbook.mdc",
+)
+REPOSITORY = "repository"
+ORGANISATION = "organisation"
+DEFAULT = "default"
+
+
+class AgentsMd(BaseModel):
+    """The `agents_md` block: keep the playbook's best lessons in a rule file agents read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    path: Literal[
+        "AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md", ".cursor/rules/playbook.mdc"
+    ] = "AGENTS.md"
+    max_chars: int = Field(8000, ge=500, le=32_000)
+    pause_days: int = Field(30, ge=1, le=365)
+
+
+class RepoSettings(BaseModel):
+    """The settings of one repository; None means the installation's own setting applies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    scope: str | None = Field(None, min_length=1, max_length=200)
+    comment: bool = True
+    max_lessons: int | None = Field(None, ge=1, le=20)
+    demote_policy: DemotePolicy | None = None
+    holdout_percent: int | None = Field(None, ge=0, le=50)
+    ignore_labels: list[str] = Field(default_factory=list, max_length=100)
+    agents_md: AgentsMd = Field(default_factory=AgentsMd)
+
+    @field_validator("scope")
+    @classmethod
+    def _scope_spelling(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not value or any(c.isspace() or not c.isprintable() for c in value):
+            raise ValueError("must be one word such as octo-org/shared, without spaces")
+        return value
+
+    @field_validator("ignore_labels")
+    @classmethod
+    def _labels(cls, value: list[str]) -> list[str]:
+        for label in value:
+            if not label.strip() or len(label) > 100:
+                raise ValueError("each label must be 1 to 100 characters")
+        return [label.strip() for label in value]
+
+    def scope_for(self, repo: str) -> str:
+        """The lessons scope of ``repo``'s tickets: this setting, else the repository itself."""
+        return self.scope or repo
+
+    def ignores(self, labels: list[str] | tuple[str, ...]) -> str | None:
+        """The first of ``labels`` that `ignore_labels` names (compared without case)."""
+        ignored = {label.casefold() for label in self.ignore_labels}
+        return next((label for label in labels if label.casefold() in ignored), None)
+
+
+KEYS = tuple(RepoSettings.model_fields)
+AGENTS_MD_KEYS = tuple(AgentsMd.model_fields)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong in a settings file: where (file, key, line) and what is allowed."""
+
+    file: str
+    key: str | None
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        return f"{where}: {self.key + ': ' if self.key else ''}{self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the database and JSON answers."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> Problem:
+        """Back from the database."""
+        return cls(
+            str(value.get("file") or ""),
+            value.get("key"),
+            value.get("line"),
+            str(value.get("message") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One file read: its values when the file is good (None when not), and its problems."""
+
+    values: dict[str, Any] | None
+    problems: list[Problem]
+
+
+def parse(content: bytes, file: str, owner: str) -> Parsed:
+    """Check one settings file; ``owner`` is the repository's owner (a scope must be its own)."""
+    if len(content) > MAX_FILE_BYTES:
+        return _bad(file, None, None, f"is {len(content):,} bytes; at most {MAX_FILE_BYTES:,}")
+    try:
+        text = content.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        return _bad(file, None, None, f"is not UTF-8 text (byte {error.start})")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loaded = yaml.safe_load(text)
+    except RecursionError:
+        return _bad(file, None, None, "is nested too deeply to be a settings file")
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        reason = getattr(error, "problem", None) or "is not valid YAML"
+        return _bad(file, None, line, f"is not valid YAML ({reason})")
+    if loaded is None:
+        return Parsed({}, [])  # an empty file: every default
+    if not isinstance(loaded, dict) or not isinstance(node, yaml.MappingNode):
+        return _bad(file, None, 1, "must be a mapping of settings such as `comment: false`")
+    lines = _key_lines(node)
+    problems = [
+        Problem(file, key, lines.get(key) or _nearest(lines, key), message)
+        for key, message in _errors(loaded)
+    ]
+    scope = loaded.get("scope")
+    if isinstance(scope, str) and not problems and not scope.strip().startswith(f"{owner}/"):
+        problems.append(
+            Problem(
+                file,
+                "scope",
+                lines.get("scope"),
+                f"must start with {owner}/ (a repository shares lessons only within its owner)",
+            )
+        )
+    if problems:
+        return Parsed(None, problems)
+    return Parsed(loaded, [])
+
+
+def _bad(file: str, key: str | None, line: int | None, message: str) -> Parsed:
+    return Parsed(None, [Problem(file, key, line, message)])
+
+
+def _errors(values: dict[Any, Any]) -> list[tuple[str, str]]:
+    """Each bad key with what is allowed, in the words a person editing the file needs."""
+    try:
+        RepoSettings.model_validate(values)
+    except ValidationError as error:
+        found = []
+        for item in error.errors(include_url=False, include_input=False):
+            location = [str(part) for part in item["loc"]]
+            key = ".".join(location)
+            if item["type"] == "extra_forbidden":
+                allowed = AGENTS_MD_KEYS if location[0] == "agents_md" else KEYS
+                message = f"is not a setting; the settings are {', '.join(allowed)}"
+            else:
+                message = item["msg"].replace("Input should be", "must be")
+            found.append((key, message))
+        return found
+    return []
+
+
+def _key_lines(node: yaml.MappingNode) -> dict[str, int]:
+    """Top-level keys and the `agents_md` block's keys with their 1-based lines."""
+    lines: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        key = str(key_node.value)
+        lines.setdefault(key, key_node.start_mark.line + 1)
+        if key == "agents_md" and isinstance(value_node, yaml.MappingNode):
+            for inner, _ in value_node.value:
+                lines.setdefault(f"agents_md.{inner.value}", inner.start_mark.line + 1)
+    return lines
+
+
+def _nearest(lines: dict[str, int], key: str) -> int | None:
+    """The line of ``key``'s closest parent that has one (a list item's, its list's)."""
+    parts = key.split(".")
+    while parts:
+        parts.pop()
+        joined = ".".join(parts)
+        if joined in lines:
+            return lines[joined]
+    return None
+
+
+def merge(org: dict[str, Any] | None, repo: dict[str, Any] | None) -> dict[str, Any]:
+    """The repository's values over the organisation's; the `agents_md` block key by key."""
+    merged: dict[str, Any] = dict(org or {})
+    for key, value in (repo or {}).items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def resolve(
+    org: dict[str, Any] | None, repo: dict[str, Any] | None
+) -> tuple[RepoSettings, dict[str, str]]:
+    """The effective settings from two good files, and where each value comes from.
+
+    Each file was checked alone; merged, they still are (a block is merged key by key).
+    """
+    merged = merge(org, repo)
+    settings = RepoSettings.model_validate(merged)
+    sources: dict[str, str] = {}
+    for key in KEYS:
+        if key == "agents_md":
+            continue
+        sources[key] = _source(key, org, repo)
+    for key in AGENTS_MD_KEYS:
+        inner_org = (org or {}).get("agents_md")
+        inner_repo = (repo or {}).get("agents_md")
+        sources[f"agents_md.{key}"] = _source(
+            key,
+            inner_org if isinstance(inner_org, dict) else None,
+            inner_repo if isinstance(inner_repo, dict) else None,
+        )
+    return settings, sources
+
+
+def _source(key: str, org: dict[str, Any] | None, repo: dict[str, Any] | None) -> str:
+    if repo and key in repo:
+        return REPOSITORY
+    if org and key in org:
+        return ORGANISATION
+    return DEFAULT
