@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
 from playbook.db import transaction
@@ -224,7 +224,19 @@ def test_a_large_playbook_is_read_in_bounds(engine: Engine) -> None:
             )
             for n in range(1, 3001)
         )
-    entries = chosen(engine)
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        entries = chosen(engine)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    # One query, bounded: never every lesson of the playbook.
+    reads = [statement for statement in statements if "FROM bullets" in statement]
+    assert len(reads) == 1 and "LIMIT" in reads[0]
     assert 100 < len(entries) < 3000
     assert len(render(entries, scope=REPO)) <= DEFAULT_MAX_CHARS
     assert [entry.bullet_id for entry in entries][:2] == ["pb-12", "pb-25"]  # 12 loads each
