@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 from github.GithubException import GithubException, UnknownObjectException
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
 from bot.github import GitHubClients, NotConfigured
 from playbook import clock, db
-from playbook.models import RepoSettingsRow
 from playbook.repos import settings as repo_files
+from playbook.repos import stored
 from playbook.repos.settings import FILE_PATH, ORG_REPO, Problem, RepoSettings
 
 if TYPE_CHECKING:
@@ -76,8 +76,8 @@ def installation_for(services: Services, repo: str) -> int | None:
 def cached(engine: Engine, repo: str) -> Effective | None:
     """The settings as last read, without asking GitHub (for requests that must stay fast)."""
     with db.transaction(engine) as session:
-        row = session.get(RepoSettingsRow, repo)
-        return None if row is None else _effective(repo, row)
+        known = stored.get(session, repo)
+    return _effective(repo, known) if known else None
 
 
 def effective(
@@ -90,11 +90,10 @@ def effective(
         # and no write per delivery to say so.
         return _effective(repo, {})
     with db.transaction(engine) as session:
-        row = session.get(RepoSettingsRow, repo)
-        due = refresh or row is None or row.stale or row.read_at is None
-        if not due and row is not None and row.read_at is not None:
-            due = clock.now() - row.read_at >= REFRESH_AFTER
-        known = _snapshot(row)
+        known = stored.get(session, repo)
+    due = refresh or not known or known["stale"] or known["read_at"] is None
+    if not due:
+        due = clock.now() - known["read_at"] >= REFRESH_AFTER
     if due:
         known = _read_and_store(services, repo, installation_id, known)
     return _effective(repo, known)
@@ -102,54 +101,26 @@ def effective(
 
 def mark_stale(engine: Engine, repo: str | None = None, *, owner: str | None = None) -> int:
     """A push changed a settings file: read ``repo``'s (or all of ``owner``'s) again."""
-    statement = update(RepoSettingsRow).values(stale=True)
-    if repo is not None:
-        statement = statement.where(RepoSettingsRow.repo == repo)
-    elif owner is not None:
-        statement = statement.where(RepoSettingsRow.repo.startswith(f"{owner}/", autoescape=True))
     with db.transaction(engine) as session:
-        return session.execute(statement).rowcount or 0
+        return stored.mark_stale(session, repo, owner=owner)
 
 
 def known_repos(engine: Engine) -> list[tuple[str, int | None]]:
     """Every repository whose settings the bot has read, with its installation."""
     with db.transaction(engine) as session:
-        rows = session.execute(
-            select(RepoSettingsRow.repo, RepoSettingsRow.installation_id).order_by(
-                RepoSettingsRow.repo
-            )
-        )
-        return [(repo, installation) for repo, installation in rows]
+        return stored.known(session)
 
 
 def problems_everywhere(engine: Engine) -> list[tuple[str, list[Problem], str | None]]:
     """Each repository whose settings files have problems (or could not be read)."""
-    found = []
     with db.transaction(engine) as session:
-        for row in session.scalars(select(RepoSettingsRow).order_by(RepoSettingsRow.repo)):
-            problems = [Problem.from_dict(p) for p in row.problems or []]
-            if problems or row.error:
-                found.append((row.repo, problems, row.error))
-    return found
+        rows = stored.troubled(session)
+    return [
+        (row["repo"], [Problem.from_dict(p) for p in row["problems"]], row["error"]) for row in rows
+    ]
 
 
-def _snapshot(row: RepoSettingsRow | None) -> dict[str, Any]:
-    if row is None:
-        return {}
-    return {
-        "installation_id": row.installation_id,
-        "repo_sha": row.repo_sha,
-        "org_sha": row.org_sha,
-        "repo_values": row.repo_values,
-        "org_values": row.org_values,
-        "problems": list(row.problems or []),
-        "read_at": row.read_at,
-        "error": row.error,
-    }
-
-
-def _effective(repo: str, known: RepoSettingsRow | dict[str, Any]) -> Effective:
-    values = known if isinstance(known, dict) else _snapshot(known)
+def _effective(repo: str, values: dict[str, Any]) -> Effective:
     problems = [Problem.from_dict(p) for p in values.get("problems") or []]
     try:
         settings, sources = repo_files.resolve(values.get("org_values"), values.get("repo_values"))
@@ -245,12 +216,7 @@ def _store(engine: Engine, repo: str, fresh: dict[str, Any], *, read: bool) -> d
     for _ in range(2):
         try:
             with db.transaction(engine) as session:
-                row = session.get(RepoSettingsRow, repo)
-                if row is None:
-                    session.add(RepoSettingsRow(repo=repo, **values))
-                else:
-                    for key, value in values.items():
-                        setattr(row, key, value)
+                stored.put(session, repo, values)
             break
         except IntegrityError:
             continue  # another process stored it first: update theirs
