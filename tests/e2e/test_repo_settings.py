@@ -1,0 +1,205 @@
+"""Per-repository settings through the whole bot: `.github/playbook-bot.yml` on the fake GitHub."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+
+from bot import repo_settings
+from playbook import clock
+from playbook.db import transaction
+from playbook.lessons import lifecycle
+from playbook.models import Delivery
+from playbook.repos.settings import FILE_PATH
+from tests.loop_harness import Loop
+from tests.payloads import REPO, fixture
+
+OWNER = REPO.split("/")[0]
+ORG_DEFAULTS = f"{OWNER}/.github"
+
+
+def seed(engine: Engine, text: str, scope: str = REPO) -> str:
+    with transaction(engine) as session:
+        return lifecycle.add(session, text, learned_from="x/y#1", scope=scope, actor="t").bullet.id
+
+
+def push(repo: str, *paths: str, ref: str = "refs/heads/main") -> dict[str, Any]:
+    """A push as GitHub sends it (octokit's example, trimmed): the files its commit touched."""
+    owner, name = repo.split("/")
+    commit = {
+        "id": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "message": "Update settings",
+        "added": [],
+        "modified": list(paths),
+        "removed": [],
+    }
+    return {
+        "ref": ref,
+        "before": "0" * 40,
+        "after": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "created": False,
+        "deleted": False,
+        "forced": False,
+        "commits": [commit],
+        "head_commit": commit,
+        "repository": {
+            "id": 186853002,
+            "name": name,
+            "full_name": repo,
+            "owner": {"login": owner, "type": "User"},
+            "default_branch": "main",
+            "master_branch": "main",
+        },
+        "pusher": {"name": owner},
+        "sender": {"login": owner, "type": "User"},
+    }
+
+
+def open_issue(loop: Loop, title: str, labels: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Deliver issues.opened for issue 1 with ``title``; the comments it ends with."""
+    payload = fixture("issues.opened")
+    payload["issue"]["title"] = title
+    payload["issue"]["labels"] = [{"name": name, "id": i} for i, name in enumerate(labels, 1)]
+    loop.github.add_issue(REPO, 1, title)
+    loop.github_event("issues.opened", payload)
+    loop.process()
+    return loop.github.comments_on(REPO, 1)
+
+
+def last_outcome(loop: Loop) -> str:
+    with transaction(loop.engine) as session:
+        row = session.query(Delivery).order_by(Delivery.id.desc()).first()
+        assert row is not None
+        return f"{row.status}: {row.reason or row.last_error or ''}"
+
+
+def test_without_a_file_the_installation_settings_apply(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    [comment] = open_issue(loop, "Spelling error in the README file")
+    assert "[pb-1]" in comment["body"]
+
+
+def test_comment_false_posts_nothing(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    loop.github.put_file(REPO, FILE_PATH, b"comment: false\n")
+    assert open_issue(loop, "Spelling error in the README file") == []
+
+
+def test_organisation_defaults_apply_and_the_repository_file_wins(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    loop.github.add_repo(ORG_DEFAULTS)
+    loop.github.put_file(ORG_DEFAULTS, FILE_PATH, b"enabled: false\nmax_lessons: 3\n")
+    assert open_issue(loop, "Spelling error in the README file") == []
+    assert "turned the bot off" in last_outcome(loop)
+    # The repository's own file is merged over the organisation's: its `enabled` wins, the
+    # organisation's max_lessons stays.
+    loop.github.put_file(REPO, FILE_PATH, b"enabled: true\n")
+    loop.github_event("push", push(REPO, FILE_PATH))
+    loop.process()
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None
+    assert found.settings.enabled and found.settings.max_lessons == 3
+    assert found.sources["enabled"] == "repository"
+    assert found.sources["max_lessons"] == "organisation"
+    [comment] = open_issue(loop, "Spelling error in the README file")
+    assert "[pb-1]" in comment["body"]
+
+
+def test_a_bad_file_keeps_the_last_good_settings_and_names_the_line(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    loop.github.put_file(REPO, FILE_PATH, b"comment: false\n")
+    assert open_issue(loop, "Spelling error in the README file") == []
+    loop.github.put_file(REPO, FILE_PATH, b"comment: true\ncomment_style: loud\nmax_lessons: 99\n")
+    loop.github_event("push", push(REPO, FILE_PATH))
+    loop.process()
+    assert not last_outcome(loop).startswith(("dead", "failed"))  # the delivery did not break
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None
+    # The whole bad file is not applied: `comment: true` on line 1 waits for a good file.
+    assert found.settings.comment is False
+    problems = {(p.key, p.line) for p in found.problems}
+    assert problems == {("comment_style", 2), ("max_lessons", 3)}
+    assert all(p.file == FILE_PATH for p in found.problems)
+    assert "the settings are enabled, scope" in next(
+        p.message for p in found.problems if p.key == "comment_style"
+    )
+    labeled = fixture("issues.labeled")
+    loop.github_event("issues.labeled", labeled)
+    loop.process()
+    assert loop.github.comments_on(REPO, 1) == []
+
+
+def test_a_push_applies_a_change_at_once_and_otherwise_within_ten_minutes(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    assert len(open_issue(loop, "Spelling error in the README file")) == 1
+    reads = len(loop.github.calls("GET", f"/repos/{REPO}/contents/"))
+    # Changed on GitHub, but no push seen: the cached settings stand (no read per delivery).
+    loop.github.put_file(REPO, FILE_PATH, b"enabled: false\n")
+    loop.github_event("issues.edited", fixture("issues.edited"))
+    loop.process()
+    assert len(loop.github.calls("GET", f"/repos/{REPO}/contents/")) == reads
+    assert repo_settings.cached(loop.engine, REPO).settings.enabled is True
+    # Ten minutes later, the next delivery reads it again.
+    later = clock.now() + timedelta(minutes=10, seconds=1)
+    with clock.frozen(later):
+        loop.github_event("issues.edited", fixture("issues.edited"))
+        loop.process()
+    assert repo_settings.cached(loop.engine, REPO).settings.enabled is False
+    assert "turned the bot off" in last_outcome(loop)
+
+
+def test_a_push_to_another_branch_or_of_other_files_reads_nothing(loop: Loop) -> None:
+    open_issue(loop, "anything")
+    reads = len(loop.github.calls("GET", f"/repos/{REPO}/contents/"))
+    loop.github_event("push", push(REPO, FILE_PATH, ref="refs/heads/feature"))
+    loop.github_event("push", push(REPO, "README.md"))
+    loop.process()
+    assert len(loop.github.calls("GET", f"/repos/{REPO}/contents/")) == reads
+
+
+def test_max_lessons_ignore_labels_and_a_shared_scope(loop: Loop) -> None:
+    for n in range(4):
+        seed(loop.engine, f"README spelling rule {n}: run codespell on README files")
+    shared = seed(loop.engine, "README spelling: the shared org rule", scope=f"{OWNER}/shared")
+    loop.github.put_file(
+        REPO,
+        FILE_PATH,
+        f"max_lessons: 2\nignore_labels: [wontfix]\nscope: {OWNER}/shared\n".encode(),
+    )
+    [comment] = open_issue(loop, "README spelling errors")
+    # The scope is the organisation's shared one: its lesson, not the repository's own.
+    assert f"[{shared}]" in comment["body"] and "[pb-1]" not in comment["body"]
+
+
+def test_ignored_label_gets_no_comment(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    loop.github.put_file(REPO, FILE_PATH, b"ignore_labels: [WontFix]\n")
+    assert open_issue(loop, "Spelling error in the README file", labels=("wontfix",)) == []
+    assert "ignore_labels" in last_outcome(loop)
+
+
+def test_a_scope_outside_the_owner_is_refused(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    seed(loop.engine, "README spelling secret of another org", scope="victim/private")
+    loop.github.put_file(REPO, FILE_PATH, b"scope: victim/private\n")
+    [comment] = open_issue(loop, "Spelling error in the README file")
+    assert "another org" not in comment["body"]
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None and found.scope == REPO
+    assert [p.key for p in found.problems] == ["scope"]
+
+
+def test_github_unreachable_keeps_the_last_good_settings(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    loop.github.put_file(REPO, FILE_PATH, b"comment: false\n")
+    assert open_issue(loop, "Spelling error in the README file") == []
+    loop.github.fail("GET", f"/repos/{REPO}/contents/{FILE_PATH}", 502, times=5)
+    loop.github_event("push", push(REPO, FILE_PATH))
+    loop.github_event("issues.edited", fixture("issues.edited"))
+    loop.process()
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None and found.settings.comment is False
+    assert found.error and "502" in found.error
+    assert loop.github.comments_on(REPO, 1) == []
