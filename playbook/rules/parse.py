@@ -437,7 +437,7 @@ class _Walk:
         elif len(text) > self.max_chars:
             self.skip(line, f"too long ({len(text):,} > {self.max_chars:,} characters)", text)
         elif text.rstrip("*_ ").endswith(":"):
-            self.skip(line, "lead-in (ends with ':' and what it leads to is not a rule)", text)
+            self.skip(line, "lead-in ending in ':'", text)
         else:
             self.items.append(Item(text, self._tags(labels), line))
 

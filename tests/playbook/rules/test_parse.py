@@ -74,7 +74,7 @@ def test_agents_md_lists_and_paragraphs_tagged_with_their_heading() -> None:
     assert "pb-3: Retry webhooks with an idempotency key" not in texts(parsed)
     assert skips(parsed) == [
         (3, "introduction (before the first section)"),
-        (7, "lead-in (ends with ':' and what it leads to is not a rule)"),
+        (7, "lead-in ending in ':'"),
         (9, "code block"),
         (23, "HTML comment"),
         (33, "table"),
