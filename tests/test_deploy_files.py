@@ -56,6 +56,24 @@ PERMISSIONS_BY_CALL: dict[tuple[str, str], dict[str, str] | None] = {
     ("GET", "/repos/<owner>/<name>/pulls"): {"pull_requests": "read"},
     ("GET", "/repos/<owner>/<name>/pulls/<int:number>"): {"pull_requests": "read"},
     ("GET", "/repos/<owner>/<name>/pulls/<int:number>/commits"): {"pull_requests": "read"},
+    # The rule-file sync: read the file, commit it on its branch, open or edit its PR.
+    ("POST", "/repos/<owner>/<name>/pulls"): {"pull_requests": "write"},
+    ("PATCH", "/repos/<owner>/<name>/pulls/<int:number>"): {"pull_requests": "write"},
+    ("GET", "/repos/<owner>/<name>/contents/"): {"contents": "read"},
+    ("GET", "/repos/<owner>/<name>/contents/<path:path>"): {"contents": "read"},
+    ("PUT", "/repos/<owner>/<name>/contents/<path:path>"): {"contents": "write"},
+    ("GET", "/repos/<owner>/<name>/branches/<path:branch>"): {"contents": "read"},
+    ("GET", "/repos/<owner>/<name>/git/ref/<path:ref>"): {"contents": "read"},
+    ("GET", "/repos/<owner>/<name>/git/refs/<path:ref>"): {"contents": "read"},
+    ("POST", "/repos/<owner>/<name>/git/refs"): {"contents": "write"},
+    ("PATCH", "/repos/<owner>/<name>/git/refs/<path:ref>"): {"contents": "write"},
+    ("DELETE", "/repos/<owner>/<name>/git/refs/<path:ref>"): {"contents": "write"},
+    ("POST", "/repos/<owner>/<name>/git/blobs"): {"contents": "write"},
+    ("GET", "/repos/<owner>/<name>/git/blobs/<sha>"): {"contents": "read"},
+    ("GET", "/repos/<owner>/<name>/git/trees/<sha>"): {"contents": "read"},
+    ("POST", "/repos/<owner>/<name>/git/trees"): {"contents": "write"},
+    ("GET", "/repos/<owner>/<name>/git/commits/<sha>"): {"contents": "read"},
+    ("POST", "/repos/<owner>/<name>/git/commits"): {"contents": "write"},
 }
 LEVELS = {"read": 1, "write": 2}
 

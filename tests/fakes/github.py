@@ -1,4 +1,7 @@
-"""A fake GitHub REST API: App installation tokens, issues, comments, permissions, pulls, hooks."""
+"""A fake GitHub REST API: App installation tokens, issues, comments, permissions, pulls, hooks.
+
+Contents, branches, the git database and PR writes live in ``tests/fakes/github_git.py``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Any
 import jwt
 from flask import request
 
+from tests.fakes.github_git import GitRoutes
 from tests.fakes.server import FakeServer
 
 
@@ -18,7 +22,7 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class FakeGitHub(FakeServer):
+class FakeGitHub(GitRoutes, FakeServer):
     """Enough of api.github.com for PyGithub, with state tests can seed and inspect."""
 
     def __init__(self, *, app_id: int | None = None, public_key: str | None = None) -> None:
@@ -41,6 +45,7 @@ class FakeGitHub(FakeServer):
         self.post_delay = 0.0
         self._ids = itertools.count(9000)
         self._routes()
+        self._init_git()
 
     # --- seeding ---------------------------------------------------------------------------
 
@@ -62,6 +67,7 @@ class FakeGitHub(FakeServer):
             "html_url": f"https://github.com/{full_name}",
         }
         self.repos[full_name] = repo
+        self._store(full_name)  # main, with an initial commit
         return repo
 
     def add_issue(self, full_name: str, number: int, title: str, body: str = "", **extra: Any):
@@ -268,10 +274,15 @@ class FakeGitHub(FakeServer):
         def list_pulls(owner: str, name: str) -> Any:
             full_name = f"{owner}/{name}"
             state = request.args.get("state", "open")
+            # head is "owner:branch" (GitHub ignores a head without the owner's login)
+            head, base = request.args.get("head"), request.args.get("base")
             pulls = [
                 p
                 for (repo, _), p in self.pulls.items()
-                if repo == full_name and (state == "all" or p["state"] == state)
+                if repo == full_name
+                and (state == "all" or p["state"] == state)
+                and (not head or ":" not in head or _label(p) == head)
+                and (not base or p["base"].get("ref") == base)
             ]
             pulls.sort(
                 key=lambda p: p["updated_at"], reverse=request.args.get("direction") != "asc"
@@ -303,6 +314,15 @@ class FakeGitHub(FakeServer):
                 return not_found
             self.redelivered.append(delivery_id)
             return {}, 202
+
+
+def _label(pull: dict[str, Any]) -> str:
+    """A PR head's ``owner:branch`` (seeded PRs carry no label: their repo's owner)."""
+    head = pull["head"]
+    if "label" in head:
+        return head["label"]
+    owner = pull["base"]["repo"]["owner"]["login"]
+    return f"{owner}:{head['ref']}"
 
 
 def _public(comment: dict[str, Any]) -> dict[str, Any]:
