@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from bot import payloads
+from bot import payloads, repo_settings
 from bot.effects import JiraCommentSeen, TicketRef
 from bot.handlers.context import Ignored, effect, publish
 from bot.handlers.router import Event, Router
@@ -129,19 +129,22 @@ def github_comment(event: Event, services: Services) -> None:
     author = data.comment.user
     if author is None or author.type == "Bot":
         raise Ignored("a comment by a bot")  # our own replies, and other bots
-    learned_from, scope = ref.key, repo
+    learned_from, ticket = ref.key, None
     cited = 0
     if data.issue.pull_request is not None:
         with db.transaction(services.engine) as session:
             tickets = tracking.tickets_of(session, ref.key)
             cited = cite_later(session, ref.key, data.comment.body, "comment")
         if tickets:
-            learned_from, scope = tickets[0], scope_of(tickets[0], repo)
+            learned_from = ticket = tickets[0]
     found = commands_in(data.comment.body)
     if not found:
         if cited:
             return
         raise Ignored("no /lesson or /playbook command in the comment")
+    # Read only now: most comments hold no command. The settings file may name the scope.
+    own = repo_settings.effective(services, repo, event.installation_id).scope
+    scope = scope_of(ticket, own) if ticket else own
     run_commands(
         services,
         ref,

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from bot import repo_settings
 from bot.effects import TicketRef
 from bot.handlers.context import Ignored, effect
 from playbook import db
@@ -69,8 +70,12 @@ def apply_pull_request(
     and ``pull_outcome.apply`` applies it once per closing. Raises Ignored when the
     closing does not count.
     """
+    # The repository's settings file may name its lessons scope and its demotion policy.
+    own = repo_settings.effective(services, seen.repo, seen.installation_id)
     with db.transaction(services.engine) as session:
-        recorded = evidence.record(session, seen, body, written_at=written_at, comments=comments)
+        recorded = evidence.record(
+            session, seen, body, written_at=written_at, comments=comments, scope=own.scope
+        )
         # Every action, not only closings: an opened PR makes its tickets "open", a link added
         # by an edit brings a merge already stored. From the truth, so redeliveries agree.
         experiment_outcomes.refresh(session, recorded.tickets)
@@ -89,7 +94,7 @@ def apply_pull_request(
         applied=recorded.applied,
         closer=closer or Closer(None),
         agents=frozenset(settings.agents),
-        policy=settings.demote_policy,
+        policy=own.settings.demote_policy or settings.demote_policy,
         labels=tuple(labels),
         review_label=settings.review_label,
     )

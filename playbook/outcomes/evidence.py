@@ -128,19 +128,21 @@ def record(
     *,
     written_at: datetime | None = None,
     comments: Sequence[tuple[str | None, datetime | None]] = (),
+    scope: str | None = None,
 ) -> Recorded:
     """Store what any news about a PR says: its state, linked tickets, lessons and cites.
 
     Lessons and cites go to the PR's primary ticket: the first it names that it is linked
     to. ``written_at`` is when the body was written and ``comments`` the PR's comments with
-    their times (backfill), so each cite is recorded when it was made.
+    their times (backfill), so each cite is recorded when it was made. ``scope`` is the
+    repository's lessons scope when its settings file names one (default: the repository).
     """
     links = pull_request_links(seen.title, seen.head_ref, body, seen.repo)
     kinds = [(key, "jira") for key in links.jira_keys] + [(key, "closes") for key in links.closes]
     pull, news = tracking.observe(session, seen)
     tickets = tracking.link(session, seen.key, kinds)
     primary = next((t for t in links.tickets if t in tickets), tickets[0] if tickets else None)
-    added = capture(session, body, primary or seen.key, seen.repo, seen.url)
+    added = capture(session, body, primary or seen.key, scope or seen.repo, seen.url)
     cited = cite(session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr", written_at)
     for text, at in comments:
         cited += cite(session, seen.key, primary, text, "comment", at)

@@ -203,3 +203,30 @@ def test_github_unreachable_keeps_the_last_good_settings(loop: Loop) -> None:
     assert found is not None and found.settings.comment is False
     assert found.error and "502" in found.error
     assert loop.github.comments_on(REPO, 1) == []
+
+
+def test_the_demote_policy_and_scope_of_a_repository_apply_to_its_pull_requests(
+    loop: Loop,
+) -> None:
+    from tests.payloads import issue_comment, pull_request
+
+    with transaction(loop.engine) as session:
+        lifecycle.add(session, "Lesson from the first try", learned_from="CTMS-4337", actor="t")
+    loop.github.put_file(
+        REPO, FILE_PATH, f"demote_policy: needs-review\nscope: {OWNER}/shared\n".encode()
+    )
+    loop.github_event("pull_request.opened", pull_request("opened"))
+    loop.github_event("pull_request.closed", pull_request("closed", at="2026-11-04T10:00:00Z"))
+    loop.process()
+    # needs-review: a close unmerged demotes only what a person flagged; nothing was.
+    with transaction(loop.engine) as session:
+        assert lifecycle.get(session, "pb-1").status == "active"
+    loop.github.permissions[(REPO, "maintainer")] = "write"
+    loop.github.add_issue(REPO, 1, "An issue")
+    loop.github_event(
+        "issue_comment.created", issue_comment("/lesson Pin the tool versions in CI", "maintainer")
+    )
+    loop.process()
+    with transaction(loop.engine) as session:
+        added = lifecycle.get(session, "pb-2")
+    assert added.scope == f"{OWNER}/shared" and added.text == "Pin the tool versions in CI"
