@@ -58,6 +58,12 @@ def _reports() -> ModuleType:
     return reports
 
 
+def _rules() -> ModuleType:
+    from bot.cli import rules
+
+    return rules
+
+
 def _search() -> ModuleType:
     from bot.cli import search
 
@@ -145,6 +151,11 @@ COMMANDS: dict[str, Lazy] = {
         _transfer,
         "import_",
         "Import bullets (YAML, JSONL, CSV) or a .lesson-usage.jsonl usage log.",
+    ),
+    "import-rules": (
+        _rules,
+        "import_rules",
+        "Import agent rule files (AGENTS.md, CLAUDE.md, .cursorrules, ...) as lessons.",
     ),
     "list": (_bullets, "list_", "List bullets."),
     "mcp": (

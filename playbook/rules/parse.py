@@ -78,6 +78,14 @@ _SENTENCE_END = ".!?;,)"
 class RuleFileTooLarge(InvalidInput):
     """A rule file over MAX_FILE_BYTES: refused whole rather than read in part."""
 
+    @staticmethod
+    def about(size: int, max_bytes: int = MAX_FILE_BYTES) -> str:
+        """What is wrong with a file of ``size`` bytes, and what to do."""
+        return (
+            f"{size:,} bytes, over the {max_bytes:,} a rule file may have; "
+            "import its parts one by one"
+        )
+
 
 @dataclass(frozen=True)
 class Item:
@@ -134,10 +142,7 @@ def parse(
     skipped, each with its line and reason. Undecodable bytes are replaced, and a note says so.
     """
     if len(data) > max_bytes:
-        raise RuleFileTooLarge(
-            f"{len(data):,} bytes, over the {max_bytes:,} a rule file may have; "
-            "import its parts one by one"
-        )
+        raise RuleFileTooLarge(RuleFileTooLarge.about(len(data), max_bytes))
     text, notes = _decode(data)
     # Lines as markdown-it counts them, so that its line numbers are the file's.
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
