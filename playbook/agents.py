@@ -24,6 +24,7 @@ from playbook.experiment import holdout
 from playbook.lessons import checks, fields, lifecycle
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.outcomes import usage
+from playbook.repos import stored
 from playbook.scopes import View
 from playbook.search import ranking
 from playbook.search.retrieval import ALL_SCOPES, Retriever
@@ -315,7 +316,7 @@ def search(
     retriever = Retriever.shared(session)
     scopes = caller.view.scopes() or ALL_SCOPES
     now = clock.now()
-    arm = holdout.arm_for(session, experiment, key, now)
+    arm = holdout.arm_for(session, experiment, key, now, stored.holdout_percent(session, key))
     result = retriever.search(
         session,
         Ticket.from_text(text, key=key),

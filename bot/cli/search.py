@@ -9,6 +9,7 @@ import click
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
 from playbook import clock
 from playbook.experiment import holdout
+from playbook.repos import stored
 from playbook.search.ranking import RANK_MODES
 from playbook.search.retrieval import Retriever
 from playbook.search.text import Ticket
@@ -52,7 +53,8 @@ def search(
     )
     with ctx.transaction() as session:
         now = clock.now()
-        arm = holdout.arm_for(session, ctx.settings.experiment, ticket, now)
+        share = stored.holdout_percent(session, ticket)
+        arm = holdout.arm_for(session, ctx.settings.experiment, ticket, now, share)
         result = Retriever.shared(session).search(
             session,
             query,

@@ -8,6 +8,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from playbook.models import RepoSettingsRow
+from playbook.repos.settings import resolve
 
 FIELDS = (
     "installation_id",
@@ -72,3 +73,21 @@ def troubled(session: Session) -> list[dict[str, Any]]:
         for row in rows
         if row.problems or row.error
     ]
+
+
+def holdout_percent(session: Session, ticket_key: str | None) -> int | None:
+    """The `holdout_percent` a GitHub ticket's repository set, as last read (None: none set).
+
+    The doors that compute a ticket's arm before its delivery (an agent's search) must use
+    the share its delivery will use.
+    """
+    if not ticket_key or "#" not in ticket_key:
+        return None
+    values = get(session, ticket_key.rsplit("#", 1)[0])
+    if not values:
+        return None
+    try:
+        chosen, _ = resolve(values.get("org_values"), values.get("repo_values"))
+    except ValueError:
+        return None
+    return chosen.holdout_percent

@@ -12,6 +12,7 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Delivery
+from playbook.repos import stored
 from playbook.repos.settings import FILE_PATH
 from tests.loop_harness import Loop
 from tests.payloads import REPO, fixture
@@ -230,3 +231,24 @@ def test_the_demote_policy_and_scope_of_a_repository_apply_to_its_pull_requests(
     with transaction(loop.engine) as session:
         added = lifecycle.get(session, "pb-2")
     assert added.scope == f"{OWNER}/shared" and added.text == "Pin the tool versions in CI"
+
+
+def test_holdout_percent_zero_keeps_a_repository_out_of_a_running_experiment(loop: Loop) -> None:
+    from playbook.experiment import assignment, holdout
+
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    with transaction(loop.engine) as session:
+        assignment.start(session, 50, clock.now(), "cli:test")
+    loop.github.put_file(REPO, FILE_PATH, b"holdout_percent: 0\n")
+    payload = fixture("issues.opened")
+    for number in range(1, 9):
+        payload["issue"]["number"] = number
+        payload["issue"]["title"] = "Spelling error in the README file"
+        loop.github.add_issue(REPO, number, "Spelling error in the README file")
+        loop.github_event("issues.opened", payload)
+    loop.process()
+    # Half of eight tickets would be held out by chance alone; none is, and none is enrolled.
+    assert all(len(loop.github.comments_on(REPO, n)) == 1 for n in range(1, 9))
+    with transaction(loop.engine) as session:
+        assert all(holdout.exposures(session, f"{REPO}#{n}") == [] for n in range(1, 9))
+        assert stored.holdout_percent(session, f"{REPO}#1") == 0
