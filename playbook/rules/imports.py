@@ -77,18 +77,20 @@ class _Seen:
     """Texts planned so far, to find an item near-duplicating an earlier one of the import.
 
     A text sharing DUPLICATE_OVERLAP of the larger word set holds one of any that many-plus-
-    one of ``text``'s words, so only the rarest few are looked up (a prefix filter): a big
-    file is not compared pair by pair.
+    one of ``text``'s words, so only the rarest few are looked up (a prefix filter), and
+    the word sets are kept: a big file is not compared pair by pair, nor split into words
+    again for every comparison. `lifecycle.word_overlap` has the last word.
     """
 
     def __init__(self) -> None:
-        self.entries: list[Entry] = []
+        self.entries: list[tuple[Entry, frozenset[str]]] = []
         self.postings: dict[str, list[int]] = {}
 
     def add(self, entry: Entry) -> None:
         position = len(self.entries)
-        self.entries.append(entry)
-        for word in lifecycle.overlap_words(entry.item.text):
+        words = frozenset(lifecycle.overlap_words(entry.item.text))
+        self.entries.append((entry, words))
+        for word in words:
             self.postings.setdefault(word, []).append(position)
 
     def near(self, text: str) -> tuple[Entry, float] | None:
@@ -100,9 +102,13 @@ class _Seen:
         candidates = sorted({i for word in rarest[:probe] for i in self.postings.get(word, ())})
         best: tuple[Entry, float] | None = None
         for i in candidates:
-            overlap = lifecycle.word_overlap(text, self.entries[i].item.text)
+            earlier, other = self.entries[i]
+            shared = len(words & other) / max(len(words), len(other))
+            if shared < lifecycle.DUPLICATE_OVERLAP or (best is not None and shared <= best[1]):
+                continue
+            overlap = lifecycle.word_overlap(text, earlier.item.text)
             if overlap >= lifecycle.DUPLICATE_OVERLAP and (best is None or overlap > best[1]):
-                best = (self.entries[i], overlap)
+                best = (earlier, overlap)
         return best
 
 

@@ -161,3 +161,32 @@ def test_a_plan_writes_nothing(engine: Engine) -> None:
         planned = imports.plan(session, [source("AGENTS.md", "Use uv to manage the environment")])
     assert [e.outcome for e in planned.entries] == ["add"]
     assert count(engine) == 0
+
+
+def test_a_lesson_written_between_plan_and_apply_turns_an_add_into_a_duplicate(
+    engine: Engine,
+) -> None:
+    with transaction(engine) as session:
+        planned = imports.plan(session, [source("AGENTS.md", "Use uv to manage the environment")])
+    with transaction(engine) as session:
+        lifecycle.add(session, "use uv to manage the environment", learned_from="CTMS-1", actor="b")
+    with transaction(engine) as session:
+        done = imports.apply(session, planned, actor="alice")
+    assert [(e.outcome, e.duplicate_of, e.bullet_id) for e in done.entries] == [
+        ("duplicate", "pb-1", None)
+    ]
+    assert count(engine) == 1
+
+
+def test_parsed_files_import_in_order_with_their_tags(engine: Engine) -> None:
+    data = (
+        b"# Rules\n\n## Style\n\n- Wrap lines at 100 characters.\n- Wrap lines at 100 characters!\n"
+    )
+    rules = RuleSource("CLAUDE.md", parse(data, "claude").items, "CLAUDE.md@2026-11-02")
+    done = run(engine, rules)
+    assert [(e.where, e.outcome, e.duplicate_of) for e in done.entries] == [
+        ("CLAUDE.md:5", "add", None),
+        ("CLAUDE.md:6", "repeat", "CLAUDE.md:5"),
+    ]
+    with transaction(engine) as session:
+        assert lifecycle.get(session, "pb-1").tags == ["style"]
