@@ -61,14 +61,17 @@ class _Loaded:
 
 
 @click.command(name="import-rules")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
 @click.option(
     "--repo",
-    help="owner/name: read the rule files from the repository's default branch on GitHub.",
+    metavar="OWNER/NAME",
+    help="Read the rule files of the root and .cursor/rules of the repository's default "
+    "branch on GitHub instead.",
 )
 @click.option(
     "--scope",
     default=None,
+    metavar="SCOPE",
     help="Scope of the new lessons (default: global; with --repo, the repository).",
 )
 @click.option(
@@ -174,6 +177,8 @@ def _rule_files(folder: Path) -> Iterator[Path]:
             count += 1
             yield folder / name
     rules = folder / CURSOR_RULES
+    if folder.resolve().parts[-2:] == tuple(CURSOR_RULES.split("/")):
+        rules = folder  # `import-rules .cursor/rules`
     if rules.is_dir():
         for path in sorted(rules.iterdir()):
             if path.suffix.lower() == ".mdc" and path.is_file() and count < MAX_RULE_FILES:

@@ -111,6 +111,16 @@ def test_a_folder_finds_every_known_rule_file(cli, checkout: Path) -> None:
     assert "repo/services/billing/AGENTS.md" in urls
 
 
+def test_a_cursor_rules_folder_and_a_symlinked_claude_md(cli, checkout: Path) -> None:
+    result = cli("import-rules", "repo/.cursor/rules", "--dry-run")
+    assert result.stdout.splitlines()[-1].startswith("would add 4 lessons (proposed) from 1 file")
+    # CLAUDE.md is often a link to AGENTS.md: the file is read once.
+    (checkout / "CLAUDE.md").unlink()
+    (checkout / "CLAUDE.md").symlink_to("AGENTS.md")
+    result = cli("import-rules", "repo/AGENTS.md", "repo/CLAUDE.md", "--dry-run")
+    assert result.stdout.splitlines()[-1].startswith("would add 10 lessons (proposed) from 1 file")
+
+
 def test_a_dry_run_writes_nothing(cli, checkout: Path) -> None:
     result = cli("import-rules", "repo/AGENTS.md", "--dry-run")
     assert result.exit_code == 0, result.output
