@@ -106,7 +106,7 @@ def import_rules(
     max_chars = ctx.settings.max_lesson_chars
     if repo:
         full_name, loaded = _from_github(ctx.settings, repo, max_chars)
-        scope = _repo_scope(ctx.settings, full_name) if scope is None else scope
+        scope = _repo_scope(ctx, full_name) if scope is None else scope
     else:
         loaded = _from_disk(paths, max_chars)
         scope = "global" if scope is None else scope
@@ -142,9 +142,15 @@ def import_rules(
         )
 
 
-def _repo_scope(settings: Settings, repo: str) -> str:
-    """The scope a repository's rule files are imported into: ``owner/name``."""
-    return repo
+def _repo_scope(ctx: Context, repo: str) -> str:
+    """The scope a repository's rule files go to: its settings file's `scope`, else owner/name."""
+    from bot import repo_settings
+    from bot.services import Services
+
+    services = Services(engine=ctx.engine, settings=ctx.settings)
+    with github_errors(ctx.settings, repo=repo):
+        installation = repo_settings.installation_for(services, repo)
+        return repo_settings.effective(services, repo, installation).scope
 
 
 # --- local files ----------------------------------------------------------------------------

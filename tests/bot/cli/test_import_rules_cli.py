@@ -325,6 +325,16 @@ def test_repo_through_the_app_installation(cli, github, monkeypatch) -> None:
     assert {row["scope"] for row in lessons(cli)} == {"global"}
 
 
+def test_repo_imports_into_the_scope_its_settings_file_names(cli, github, monkeypatch) -> None:
+    seed(github)
+    owner = REPO.split("/")[0]
+    github.put_file(REPO, ".github/playbook-bot.yml", f"scope: {owner}/shared\n".encode())
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    result = cli("import-rules", "--repo", REPO)
+    assert result.exit_code == 0, result.output
+    assert {row["scope"] for row in lessons(cli)} == {f"{owner}/shared"}
+
+
 def test_repo_without_rule_files_or_credentials(cli, github, monkeypatch) -> None:
     assert error_line(cli("import-rules", "--repo", REPO), 2) == (
         "error: --repo reads GitHub: set GITHUB_APP_ID with GITHUB_APP_PRIVATE_KEY (or _FILE), "
