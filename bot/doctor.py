@@ -8,17 +8,22 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from bot import repo_settings
 from bot.config import Settings
 from bot.github import GitHubClients
 from bot.jira import JiraClient
 from playbook import db
 from playbook.deliveries import heartbeats
 from playbook.errors import DatabaseUnavailable, PlaybookError
+from playbook.repos.settings import FILE_PATH
+
+# A doctor line names this many repositories; `config --repo` shows each in full.
+MAX_REPOS_SHOWN = 5
 
 
 @dataclass(frozen=True)
 class Check:
-    """One line of the report: ok, off (not configured) or fail, and what it means."""
+    """One line of the report: ok, off (not configured), warn or fail, and what it means."""
 
     name: str
     status: str
@@ -124,7 +129,7 @@ def run_checks(settings: Settings) -> Iterator[Check]:
 
 
 def _database(engine: Engine, settings: Settings) -> Iterator[Check]:
-    """The schema, and whether a worker processes the inbox."""
+    """The schema, whether a worker processes the inbox, and the repositories' settings."""
     try:
         current = db.current_revision(engine)
     except (PlaybookError, DatabaseUnavailable) as error:
@@ -138,6 +143,12 @@ def _database(engine: Engine, settings: Settings) -> Iterator[Check]:
     # Backend and name only: the URL may carry a user and a password.
     where = f"{engine.url.get_backend_name()} database {engine.url.database}"
     yield Check("database", "ok", f"{where} at schema {current}")
+    yield from _worker(engine, settings)
+    yield _repo_settings(engine)
+
+
+def _worker(engine: Engine, settings: Settings) -> Iterator[Check]:
+    """Whether a worker reported within the heartbeat timeout."""
     timeout = settings.worker_heartbeat_timeout
     try:
         workers, last = heartbeats.fresh(engine, timedelta(seconds=timeout))
@@ -155,6 +166,42 @@ def _database(engine: Engine, settings: Settings) -> Iterator[Check]:
         f"no worker reported in the last {timeout:g} s ({since}); deliveries wait in the "
         "inbox until `playbook-bot serve` or `playbook-bot worker` runs",
     )
+
+
+def _repo_settings(engine: Engine) -> Check:
+    """Repositories whose settings files have problems, as last read (no GitHub call).
+
+    A warning, not a failure: a bad file never breaks a delivery, the bot keeps its last good
+    settings (or the defaults) until someone fixes it.
+    """
+    try:
+        found = repo_settings.problems_everywhere(engine)
+    except (PlaybookError, DatabaseUnavailable) as error:
+        return Check("repository settings", "fail", str(error))
+    if not found:
+        return Check("repository settings", "ok", f"no problem in any {FILE_PATH} read so far")
+    shown = []
+    for repo, problems, error in found[:MAX_REPOS_SHOWN]:
+        first = str(problems[0]) if problems else f"not read: {error}"
+        more = len(problems) - 1
+        also = f" (and {more} more)" if more > 0 else ""
+        fix = f"run `playbook-bot config --repo {repo}`"
+        shown.append(f"{repo}: {_first_line_of(first)}{also}; {fix}")
+    rest = len(found) - MAX_REPOS_SHOWN
+    if rest > 0:
+        shown.append(f"and {rest} more repositories")
+    who = "1 repository uses its" if len(found) == 1 else f"{len(found)} repositories use their"
+    return Check(
+        "repository settings",
+        "warn",
+        f"{who} last good settings (or the defaults) until fixed: " + "; ".join(shown),
+    )
+
+
+def _first_line_of(text: str) -> str:
+    """One line of at most 200 characters: a problem may quote a file's text."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 200 else flat[:199] + "…"
 
 
 def _schema_behind(engine: Engine, current: str | None) -> Check:

@@ -5,9 +5,9 @@ Counters and histograms live in each process. Under gunicorn's several workers, 
 `playbook-bot worker` processes beside the web, set PROMETHEUS_MULTIPROC_DIR (before the
 processes start) to one directory they share: prometheus-client then keeps each process's
 values in a file there, and a scrape of any web process sums them all. Queue depth, the
-oldest due delivery, lessons by status and live workers are not kept per process at all: a
-collector reads them from the database when `/metrics` is scraped, so every process reports
-the same numbers and no gauge needs a multiprocess mode.
+oldest due delivery, lessons by status, live workers and repositories with bad settings files
+are not kept per process at all: a collector reads them from the database when `/metrics` is
+scraped, so every process reports the same numbers and no gauge needs a multiprocess mode.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 from playbook import db, upkeep
 from playbook.deliveries import heartbeats, inbox
 from playbook.models import STATUSES
+from playbook.repos import stored
 from playbook.search import retrieval
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,7 @@ class DatabaseCollector(Collector):
             with db.transaction(engine) as session:
                 queue = inbox.health(session)
                 lessons = upkeep.lessons_by_status(session)
+                unapplied, unreadable = _settings_files(session)
         except Exception as error:  # a scrape reports the outage; it never fails with it
             log.error("metrics: the database did not answer (%s)", db.describe_error(error))
             up.add_metric([], 0)
@@ -217,12 +219,36 @@ class DatabaseCollector(Collector):
             "Workers whose heartbeat is within PLAYBOOK_WORKER_HEARTBEAT_TIMEOUT.",
             value=workers,
         )
+        # Counts, not a series per repository: the number of repositories has no bound.
+        yield GaugeMetricFamily(
+            "playbook_repo_settings_problems",
+            "Repositories whose .github/playbook-bot.yml (or their organisation's) has a "
+            "problem: the bot uses their last good settings, or the defaults, until fixed "
+            "(`playbook-bot config --repo OWNER/NAME` names it).",
+            value=unapplied,
+        )
+        yield GaugeMetricFamily(
+            "playbook_repo_settings_unreadable",
+            "Repositories whose settings files GitHub did not give at the last read (no "
+            "access, or GitHub unreachable): their last good settings, or the defaults, apply.",
+            value=unreadable,
+        )
         by_status = GaugeMetricFamily(
             "playbook_lessons", "Lessons in the playbook by status.", labels=["status"]
         )
         for status in (*STATUSES, *sorted(set(lessons) - set(STATUSES))):
             by_status.add_metric([status], lessons.get(status, 0))
         yield by_status
+
+
+def _settings_files(session: Session) -> tuple[int, int]:
+    """Repositories whose settings files have problems, and those not read at the last try.
+
+    From the domain, not bot.repo_settings: that module reaches the side effects, which
+    import this one.
+    """
+    rows = stored.troubled(session)
+    return sum(1 for row in rows if row["problems"]), sum(1 for row in rows if row["error"])
 
 
 def exposition(engine: Callable[[], Engine], heartbeat_timeout: float) -> bytes:

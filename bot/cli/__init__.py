@@ -52,6 +52,12 @@ def _mcp() -> ModuleType:
     return mcp
 
 
+def _repo_config() -> ModuleType:
+    from bot.cli import repo_config
+
+    return repo_config
+
+
 def _reports() -> ModuleType:
     from bot.cli import reports
 
@@ -105,6 +111,11 @@ COMMANDS: dict[str, Lazy] = {
         _loop,
         "backfill",
         "Apply closed pull requests from the API (links, lessons, cites, outcomes).",
+    ),
+    "config": (
+        _repo_config,
+        "config",
+        "Show a repository's settings in force, where each comes from, and what is wrong.",
     ),
     "db": (_database, "db_group", "Manage the database schema."),
     "deliveries": (

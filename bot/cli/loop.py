@@ -15,7 +15,7 @@ def doctor(ctx: Context) -> None:
 
     problems = 0
     for check in run_checks(ctx.settings):
-        mark = {"ok": "ok  ", "off": "--  ", "fail": "FAIL"}[check.status]
+        mark = {"ok": "ok  ", "off": "--  ", "warn": "WARN", "fail": "FAIL"}[check.status]
         click.echo(f"[{mark}] {check.name}: {check.detail}")
         problems += check.status == "fail"
     if problems:

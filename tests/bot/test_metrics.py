@@ -111,6 +111,26 @@ def test_an_agent_search_is_timed_by_its_kind_of_caller(client) -> None:
     assert value(after, name, consumer="api") - value(before, name, consumer="api") == 1
 
 
+def test_repositories_with_bad_or_unread_settings_files_are_counted(client, engine: Engine) -> None:
+    from playbook.models import RepoSettingsRow
+
+    samples = scrape(client)
+    assert ("playbook_repo_settings_problems", frozenset()) in samples
+    assert value(samples, "playbook_repo_settings_problems") == 0
+    assert value(samples, "playbook_repo_settings_unreadable") == 0
+    bad = [{"file": ".github/playbook-bot.yml", "key": "x", "line": 1, "message": "no"}]
+    with transaction(engine) as session:
+        session.add(RepoSettingsRow(repo="octo-org/a", problems=bad))
+        session.add(RepoSettingsRow(repo="octo-org/b", problems=bad, error="GitHub answered 502"))
+        session.add(RepoSettingsRow(repo="octo-org/c", error="GitHub answered 502"))
+        session.add(RepoSettingsRow(repo="octo-org/d", repo_values={"comment": False}))
+    samples = scrape(client)
+    # One number each, never a series per repository: their count has no bound.
+    assert value(samples, "playbook_repo_settings_problems") == 2
+    assert value(samples, "playbook_repo_settings_unreadable") == 2
+    assert not any(name.startswith("playbook_repo_settings") and labels for name, labels in samples)
+
+
 def test_a_failed_side_effect_is_counted(engine: Engine, settings: Settings) -> None:
     from bot.effects import TicketRef
     from bot.handlers.context import effect

@@ -9,7 +9,7 @@ from typing import Any
 from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from bot import repost
+from bot import repo_settings, repost
 from bot.handlers import reposts
 from bot.services import Services
 from playbook import db
@@ -17,10 +17,14 @@ from playbook.deliveries import inbox, side_effects
 from playbook.errors import PlaybookError
 from playbook.lessons import ids
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
+from playbook.repos.settings import FILE_PATH, Problem
 from webhooks.runtime import runtime
 from webhooks.ui import access
 
 PAGE_SIZE = 30
+# The settings panel's bounds: a file of thousands of unknown keys must not make the page huge.
+SETTINGS_REPOS_SHOWN = 20
+SETTINGS_PROBLEMS_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,31 @@ class Card:
     ticket: str | None
     effects: list[Effect]
     queued: bool = False  # "Post now" was pressed: the worker posts its comments shortly
+
+
+@dataclass(frozen=True)
+class SettingsTrouble:
+    """A repository whose settings files have problems or could not be read, as shown."""
+
+    repo: str
+    problems: list[Problem]
+    more: int  # problems not shown (`config --repo` lists them all)
+    error: str | None
+
+
+def _settings_troubles() -> tuple[list[SettingsTrouble], int]:
+    """The repositories to show in the settings panel, and how many more there are."""
+    found = repo_settings.problems_everywhere(runtime().engine)
+    shown = [
+        SettingsTrouble(
+            repo,
+            problems[:SETTINGS_PROBLEMS_SHOWN],
+            max(len(problems) - SETTINGS_PROBLEMS_SHOWN, 0),
+            error,
+        )
+        for repo, problems, error in found[:SETTINGS_REPOS_SHOWN]
+    ]
+    return shown, max(len(found) - SETTINGS_REPOS_SHOWN, 0)
 
 
 def _cards(session: Any, rows: list[Delivery]) -> list[Card]:
@@ -76,6 +105,7 @@ def deliveries() -> str | tuple[str, int]:
     if status is not None and status not in DELIVERY_STATUSES:
         problem, status = f"status must be one of {', '.join(DELIVERY_STATUSES)}", None
     before = ids.number(before_arg)  # ASCII digits only, within a 64-bit row id
+    troubles, more_troubles = _settings_troubles()
     with db.transaction(runtime().engine) as session:
         rows = inbox.listing(session, status, PAGE_SIZE + 1, before=before)
         more = len(rows) > PAGE_SIZE
@@ -87,6 +117,9 @@ def deliveries() -> str | tuple[str, int]:
             statuses=DELIVERY_STATUSES,
             older=rows[-1].id if more and rows else None,
             problem=problem,
+            settings_troubles=troubles,
+            more_troubles=more_troubles,
+            settings_file=FILE_PATH,
         )
     return (html, 400) if problem else html
 
