@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # The bound: a change never waits longer than this to apply, push or no push.
 REFRESH_AFTER = timedelta(minutes=10)
+# After a failed read: GitHub is asked again this much later, not by every delivery meanwhile.
+RETRY_AFTER = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,13 @@ def effective(
         return _effective(repo, {})
     with db.transaction(engine) as session:
         known = stored.get(session, repo)
-    due = refresh or not known or known["stale"] or known["read_at"] is None
+    now = clock.now()
+    due = refresh or not known
     if not due:
-        due = clock.now() - known["read_at"] >= REFRESH_AFTER
+        wanted = known["stale"] or known["read_at"] is None
+        wanted = wanted or now - known["read_at"] >= REFRESH_AFTER
+        tried = known.get("tried_at")
+        due = wanted and (tried is None or now - tried >= RETRY_AFTER)
     if due:
         known = _read_and_store(services, repo, installation_id, known)
     return _effective(repo, known)
@@ -209,6 +215,7 @@ def _store(engine: Engine, repo: str, fresh: dict[str, Any], *, read: bool) -> d
         "org_values": fresh.get("org_values"),
         "problems": fresh.get("problems") or [],
         "error": fresh.get("error"),
+        "tried_at": now,
     }
     if read:
         values |= {"read_at": now, "stale": False}

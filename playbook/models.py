@@ -494,6 +494,9 @@ class RepoSettingsRow(Base):
     # What is wrong with the files as they are now: [{file, key, line, message}].
     problems: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The last attempt, read or not: a GitHub that fails is asked again after a minute, not
+    # on every delivery.
+    tried_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # A push touched a file: read again on next use, whatever read_at says.
     stale: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # Why the last read failed (GitHub unreachable, no permission), or None.

@@ -18,6 +18,7 @@ FIELDS = (
     "org_values",
     "problems",
     "read_at",
+    "tried_at",
     "error",
 )
 

@@ -252,3 +252,22 @@ def test_holdout_percent_zero_keeps_a_repository_out_of_a_running_experiment(loo
     with transaction(loop.engine) as session:
         assert all(holdout.exposures(session, f"{REPO}#{n}") == [] for n in range(1, 9))
         assert stored.holdout_percent(session, f"{REPO}#1") == 0
+
+
+def test_a_failing_github_is_asked_again_after_a_minute_not_by_every_delivery(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    path = f"/repos/{REPO}/contents/{FILE_PATH}"
+    loop.github.fail("GET", path, 403, times=100)
+    [comment] = open_issue(loop, "Spelling error in the README file")
+    assert "[pb-1]" in comment["body"]  # no settings, no harm: the defaults apply
+    asked = len(loop.github.calls("GET", path))
+    for _ in range(3):
+        loop.github_event("issues.edited", fixture("issues.edited"))
+    loop.process()
+    assert len(loop.github.calls("GET", path)) == asked
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None and "Contents (read) permission" in (found.error or "")
+    with clock.frozen(clock.now() + timedelta(minutes=1, seconds=1)):
+        loop.github_event("issues.edited", fixture("issues.edited"))
+        loop.process()
+    assert len(loop.github.calls("GET", path)) == asked + 1

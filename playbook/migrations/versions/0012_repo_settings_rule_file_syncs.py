@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("org_values", sa.JSON(), nullable=True),
         sa.Column("problems", sa.JSON(), nullable=False),
         sa.Column("read_at", _TIME, nullable=True),
+        sa.Column("tried_at", _TIME, nullable=True),
         sa.Column("stale", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("repo", name=op.f("pk_repo_settings")),
