@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot import agents_md
 from bot.handlers.context import Ignored
 from bot.handlers.pull_news import apply_pull_request
 from bot.services import Services
@@ -14,6 +15,7 @@ from playbook import clock
 from playbook.outcomes import links
 from playbook.outcomes.pull_outcome import Closer
 from playbook.outcomes.tracking import PullRequestState
+from playbook.repos.syncs import BRANCH
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,17 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
     # over an earlier rejection, whatever order the API lists them in.
     window.sort(key=lambda pull: clock.to_utc(pull.merged_at or pull.closed_at or pull.updated_at))
     for pull in window:
+        user = pull.user
+        head = pull.head.ref if pull.head else None
+        if head == BRANCH and agents_md.is_sync_pull(
+            services,
+            installation_id,
+            head,
+            user.login if user else None,
+            user.type if user else None,
+        ):
+            report.ignored.append(f"{repo}#{pull.number} is the bot's AGENTS.md sync PR")
+            continue
         state = "merged" if pull.merged_at else "closed"
         seen = PullRequestState(
             key=f"{repo}#{pull.number}",

@@ -267,6 +267,11 @@ class Settings(BaseSettings):
         validation_alias="PLAYBOOK_PURGE_SCHEDULE",
         description="When the retention purge runs.",
     )
+    agents_md_schedule: str = Field(
+        "15 5 * * *",
+        validation_alias="PLAYBOOK_AGENTS_MD_SCHEDULE",
+        description="When each repository's AGENTS.md block is synced (agents_md in its settings).",
+    )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
 
     # The controlled holdout (issue 27): off unless a percentage is set.
@@ -351,7 +356,13 @@ class Settings(BaseSettings):
         """PLAYBOOK_AGENT_LOGINS, lower-cased (GitHub logins are case-insensitive)."""
         return {u.strip().lower() for u in self.agent_logins.split(",") if u.strip()}
 
-    @field_validator("prune_schedule", "reconcile_schedule", "retry_schedule", "purge_schedule")
+    @field_validator(
+        "prune_schedule",
+        "reconcile_schedule",
+        "retry_schedule",
+        "purge_schedule",
+        "agents_md_schedule",
+    )
     @classmethod
     def _crontab(cls, value: str) -> str:
         from apscheduler.triggers.cron import CronTrigger

@@ -1,4 +1,4 @@
-"""Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, one process at a time.
+"""Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, agents-md, one at a time.
 
 APScheduler 3 keeps its schedule in each process and cannot share a job store, so every
 process schedules the jobs and a lease row decides who runs each one: a job runs only in
@@ -102,11 +102,23 @@ def purge_job(engine: Engine, settings: Settings) -> None:
     log.info("purge: %s", retention.summary(report))
 
 
+def agents_md_job(engine: Engine, settings: Settings) -> None:
+    """Sync the AGENTS.md block of every repository whose settings turn `agents_md` on."""
+    from bot.agents_md import sync_all
+
+    counts = sync_all(engine, settings)
+    if counts:
+        log.info(
+            "agents-md: %s", ", ".join(f"{n} {action}" for action, n in sorted(counts.items()))
+        )
+
+
 JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "prune": ("prune_schedule", prune_job),
     "reconcile": ("reconcile_schedule", reconcile_job),
     "retry": ("retry_schedule", retry_job),
     "purge": ("purge_schedule", purge_job),
+    "agents_md": ("agents_md_schedule", agents_md_job),
 }
 
 

@@ -10,6 +10,12 @@ from bot.cli.base import Lazy, main
 # One loader per command module, each an ordinary import run when a command of that module
 # runs or shows its own help: `playbook-bot --help` starts in a fraction of a second and
 # `search` never imports Flask, PyGithub or jira, while every dependency stays a real import.
+def _agents_md() -> ModuleType:
+    from bot.cli import agents_md
+
+    return agents_md
+
+
 def _bullets() -> ModuleType:
     from bot.cli import bullets
 
@@ -100,6 +106,11 @@ COMMANDS: dict[str, Lazy] = {
         _bullets,
         "add",
         "Add a lesson and print its id (or the id of the near-duplicate that already exists).",
+    ),
+    "agents-md": (
+        _agents_md,
+        "agents_md_group",
+        "Keep the best lessons in a repository's AGENTS.md through one pull request.",
     ),
     "approve": (_bullets, "approve", "Make a proposed bullet active."),
     "archive": (

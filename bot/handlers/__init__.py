@@ -6,6 +6,7 @@ from bot.handlers import (
     pull_requests,
     reposts,
     retrieve_and_comment,
+    rule_files,
     settings_files,
 )
 from bot.handlers.context import Ignored, PermanentError
@@ -19,6 +20,7 @@ router = Router(
     retrieve_and_comment.router,
     reposts.router,
     settings_files.router,
+    rule_files.router,
 )
 
 __all__ = [
@@ -32,5 +34,6 @@ __all__ = [
     "reposts",
     "retrieve_and_comment",
     "router",
+    "rule_files",
     "settings_files",
 ]

@@ -18,6 +18,7 @@ from playbook.lessons import lifecycle
 from playbook.lessons.capture import Command, commands_in
 from playbook.outcomes import tracking
 from playbook.outcomes.evidence import cite_later, scope_of
+from playbook.repos import syncs
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -134,7 +135,9 @@ def github_comment(event: Event, services: Services) -> None:
     if data.issue.pull_request is not None:
         with db.transaction(services.engine) as session:
             tickets = tracking.tickets_of(session, ref.key)
-            cited = cite_later(session, ref.key, data.comment.body, "comment")
+            # The bot's AGENTS.md sync PR names lessons without having used them: no cites.
+            if not syncs.is_sync_number(session, repo, data.issue.number):
+                cited = cite_later(session, ref.key, data.comment.body, "comment")
         if tickets:
             learned_from = ticket = tickets[0]
     found = commands_in(data.comment.body)
@@ -167,7 +170,8 @@ def github_review(event: Event, services: Services) -> None:
     body = (data.review or data.comment or payloads.ReviewBody()).body
     review = data.review if event.name == "pull_request_review" else None
     with db.transaction(services.engine) as session:
-        cited = cite_later(session, key, body, "review")
+        sync_pr = syncs.is_sync_number(session, data.repository.full_name, data.pull_request.number)
+        cited = 0 if sync_pr else cite_later(session, key, body, "review")
         requested = counted = False
         if review is not None and review.id is not None and review.state:
             requested = review.state.lower() == experiment_outcomes.CHANGES_REQUESTED

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot import payloads
+from bot import agents_md, payloads
 from bot.effects import TicketRef
-from bot.handlers.context import effect
+from bot.handlers.context import Ignored, effect
 from bot.handlers.pull_news import apply_pull_request
 from bot.handlers.router import Event, Router
 from playbook import clock, db
@@ -50,6 +50,16 @@ def pull_request_changed(event: Event, services: Services) -> None:
     data = payloads.PullRequestEvent.model_validate(event.payload)
     seen = pr_state(data, event.installation_id)
     pr = data.pull_request
+    author = pr.user
+    if agents_md.is_sync_pull(
+        services,
+        event.installation_id,
+        seen.head_ref,
+        author.login if author else None,
+        author.type if author else None,
+    ):
+        # The bot's own AGENTS.md PR is no agent's work: its ids are no cites, nor its outcome.
+        raise Ignored("the bot's AGENTS.md sync PR is not agent work")
     closer = Closer(
         login=data.sender.login if data.sender else None,
         is_bot=bool(data.sender and data.sender.type == "Bot"),

@@ -94,9 +94,14 @@ def test_the_purge_job_deletes_only_finished_old_rows(engine: Engine, database_u
 
 
 def test_every_scheduled_job_has_a_setting_and_a_body() -> None:
-    assert set(JOBS) == {"prune", "reconcile", "retry", "purge"}
+    assert set(JOBS) == {"prune", "reconcile", "retry", "purge", "agents_md"}
     for setting, body in JOBS.values():
         assert setting in Settings.model_fields and callable(body)
+
+
+def test_the_agents_md_job_without_github_does_nothing(engine: Engine, database_url: str) -> None:
+    # What it does with GitHub: tests/bot/test_agents_md_sync.py (sync_all).
+    JOBS["agents_md"][1](engine, _settings(database_url))
 
 
 def test_the_prune_command_dry_run_apply_and_markdown(cli: Any, engine: Engine) -> None:

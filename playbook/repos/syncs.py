@@ -1,0 +1,201 @@
+"""The rule-file sync of each repository: its PR, the block last committed, and its pause."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from playbook import clock
+from playbook.models import Bullet, RuleFileSync
+
+# The one branch the bot commits the block to, and opens its one sync PR from.
+BRANCH = "playbook-bot/agents-md"
+
+
+@dataclass(frozen=True)
+class SyncState:
+    """A repository's sync as stored, usable after the session ends."""
+
+    repo: str
+    path: str
+    pull_number: int | None
+    pull_url: str | None
+    block_sha: str | None
+    lesson_ids: list[str]
+    paused_until: datetime | None
+    paused_reason: str | None
+    synced_at: datetime | None
+    last_result: str | None
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Why and until when a repository's sync waits."""
+
+    until: datetime
+    reason: str
+
+
+def _state(row: RuleFileSync) -> SyncState:
+    return SyncState(
+        repo=row.repo,
+        path=row.path,
+        pull_number=row.pull_number,
+        pull_url=row.pull_url,
+        block_sha=row.block_sha,
+        lesson_ids=list(row.lesson_ids or []),
+        paused_until=clock.to_utc(row.paused_until) if row.paused_until else None,
+        paused_reason=row.paused_reason,
+        synced_at=clock.to_utc(row.synced_at) if row.synced_at else None,
+        last_result=row.last_result,
+    )
+
+
+def _row(session: Session, repo: str, path: str) -> RuleFileSync:
+    """The repository's row, created (for ``path``) the first time, locked for the update."""
+    row = session.get(RuleFileSync, repo, with_for_update=True)
+    if row is None:
+        row = RuleFileSync(repo=repo, path=path, lesson_ids=[])
+        session.add(row)
+    return row
+
+
+def get(session: Session, repo: str) -> SyncState | None:
+    """What is stored about ``repo``'s sync, or None if it never ran."""
+    row = session.get(RuleFileSync, repo)
+    return _state(row) if row is not None else None
+
+
+def every(session: Session) -> list[SyncState]:
+    """Every repository's sync, by name."""
+    rows = session.scalars(select(RuleFileSync).order_by(RuleFileSync.repo))
+    return [_state(row) for row in rows]
+
+
+def record(
+    session: Session,
+    repo: str,
+    *,
+    path: str,
+    result: str,
+    pull_number: int | None = None,
+    pull_url: str | None = None,
+    block_sha: str | None = None,
+    lesson_ids: Sequence[str] | None = None,
+) -> None:
+    """Store what a sync did: its one-line result and, when given, the PR and the block."""
+    row = _row(session, repo, path)
+    row.path = path
+    row.last_result = result
+    row.synced_at = clock.now()
+    if pull_number is not None:
+        row.pull_number, row.pull_url = pull_number, pull_url
+    if block_sha is not None:
+        row.block_sha = block_sha
+    if lesson_ids is not None:
+        row.lesson_ids = list(lesson_ids)
+
+
+def note(session: Session, repo: str, path: str, result: str) -> None:
+    """Keep only a sync's one-line result (it changed nothing, or failed)."""
+    row = _row(session, repo, path)
+    row.last_result = result
+
+
+def pause(
+    session: Session,
+    repo: str,
+    path: str,
+    until: datetime,
+    reason: str,
+    *,
+    pull_number: int | None = None,
+    pull_url: str | None = None,
+) -> None:
+    """No sync of ``repo`` before ``until``, for ``reason`` (the closed PR ``pull_number``)."""
+    row = _row(session, repo, path)
+    row.paused_until, row.paused_reason = until, reason
+    if pull_number is not None:
+        row.pull_number, row.pull_url = pull_number, pull_url
+    row.last_result = f"paused until {until:%Y-%m-%d}: {reason}"
+
+
+def paused(session: Session, repo: str, now: datetime | None = None) -> Pause | None:
+    """The pause in force on ``repo``'s sync, or None."""
+    row = session.get(RuleFileSync, repo)
+    if row is None or row.paused_until is None:
+        return None
+    until = clock.to_utc(row.paused_until)
+    if until <= (now or clock.now()):
+        return None
+    return Pause(until, row.paused_reason or "paused")
+
+
+def expired(session: Session, repo: str, now: datetime | None = None) -> bool:
+    """Whether ``repo`` has a pause whose time is over (the next sync clears it)."""
+    row = session.get(RuleFileSync, repo)
+    if row is None or row.paused_until is None:
+        return False
+    return clock.to_utc(row.paused_until) <= (now or clock.now())
+
+
+def resume(session: Session, repo: str, result: str = "resumed") -> bool:
+    """Lift ``repo``'s pause; its closed PR is forgotten, so the next sync opens a new one.
+
+    Returns whether there was a pause to lift.
+    """
+    row = session.get(RuleFileSync, repo, with_for_update=True)
+    if row is None or row.paused_until is None:
+        return False
+    row.paused_until = row.paused_reason = None
+    row.pull_number = row.pull_url = None
+    row.last_result = result
+    return True
+
+
+def merged(session: Session, repo: str, path: str, number: int, url: str | None) -> None:
+    """The sync PR was merged: its block is the file's now, and any pause is over."""
+    row = _row(session, repo, path)
+    row.pull_number, row.pull_url = number, url
+    row.paused_until = row.paused_reason = None
+    row.last_result = f"PR #{number} merged"
+
+
+def reopened(session: Session, repo: str, number: int) -> bool:
+    """A person reopened the sync PR they had closed: the pause it caused is lifted."""
+    row = session.get(RuleFileSync, repo, with_for_update=True)
+    if row is None or row.paused_until is None or row.pull_number != number:
+        return False
+    row.paused_until = row.paused_reason = None
+    row.last_result = f"PR #{number} reopened: sync resumed"
+    return True
+
+
+def is_sync_number(session: Session, repo: str, number: int) -> bool:
+    """Whether PR ``number`` of ``repo`` is the bot's sync PR as last recorded."""
+    found = session.scalar(select(RuleFileSync.pull_number).where(RuleFileSync.repo == repo))
+    return found is not None and found == number
+
+
+def why_removed(session: Session, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, str]:
+    """Why each lesson id left the block: demoted (and the reason given), moved, or outranked."""
+    reasons = dict.fromkeys(ids, "no longer in the playbook")
+    if not ids:
+        return reasons
+    rows = session.execute(
+        select(Bullet.id, Bullet.status, Bullet.scope, Bullet.demoted_reason).where(
+            Bullet.id.in_(list(ids))
+        )
+    )
+    for bullet_id, status, scope, demoted_reason in rows:
+        if status != "active":
+            reasons[bullet_id] = f"{status}: {demoted_reason}" if demoted_reason else status
+        elif scope not in scopes:
+            reasons[bullet_id] = f"moved to the scope {scope}"
+        else:
+            reasons[bullet_id] = "fell below the budget: lower-ranked than the lessons shown"
+    return reasons
