@@ -11,7 +11,7 @@ import base64
 import difflib
 import hashlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,8 @@ class _Plan:
     existing: bytes | None
     change: block.Change
     removed: dict[str, str]
+    # Against the open PR's previous version (None without one): what this update changes.
+    since: block.Change | None = None
 
 
 def clients_of(services: Services) -> GitHubClients:
@@ -164,6 +166,8 @@ def sync(
         if missed is not None:
             return _pause_missed(services, repo, conf, state, missed, dry_run)
 
+    if pull is not None and state is not None and state.lesson_ids:
+        plan = _since(services, plan, list(state.lesson_ids), own.scope)
     title, body = describe(repo, path, plan, conf.max_chars, conf.pause_days, own.scope)
     report = _report(repo, path, plan)
     branch_sha = _branch_sha(gh)
@@ -287,6 +291,15 @@ def describe(
         lines.append("None.")
     if change.kept:
         lines += ["", f"Kept ({len(change.kept)}): {', '.join(change.kept[:200])}"]
+    since = plan.since
+    if since is not None and (since.added or since.removed):
+        # A reviewer who read the earlier version needs only what this update changed.
+        lines += ["", "### Since the previous version of this pull request", ""]
+        lines += [f"- added {e.bullet_id}: {_cell(e.reason)}" for e in since.added[:MAX_ROWS]]
+        lines += [
+            f"- removed {bullet_id}: {_cell(plan.removed.get(bullet_id, ''))}"
+            for bullet_id in since.removed[:MAX_ROWS]
+        ]
     lines += [
         "",
         "### Pausing or stopping",
@@ -333,6 +346,15 @@ def _plan(
         change = block.compare(block.ids_in(existing), entries)
         removed = syncs.why_removed(session, change.removed, scopes)
     return _Plan(entries, text, desired, existing, change, removed)
+
+
+def _since(services: Services, plan: _Plan, previous: list[str], scope: str) -> _Plan:
+    """``plan`` with what changed against the PR's previous version, and why lessons left it."""
+    since = block.compare(previous, plan.entries)
+    scopes = list(dict.fromkeys([scope, GLOBAL]))
+    with db.transaction(services.engine) as session:
+        removed = plan.removed | syncs.why_removed(session, since.removed, scopes)
+    return replace(plan, since=since, removed=removed)
 
 
 def _read(gh: Any, path: str, ref: str) -> bytes | None:
@@ -466,7 +488,11 @@ def diff_of(path: str, existing: bytes | None, desired: bytes) -> str:
     old = [] if existing is None else _text(existing).splitlines(keepends=True)
     new = _text(desired).splitlines(keepends=True)
     before = "/dev/null" if existing is None else f"a/{path}"
-    return "".join(difflib.unified_diff(old, new, before, f"b/{path}"))
+    lines = difflib.unified_diff(old, new, before, f"b/{path}")
+    # As git prints it: a last line without a line break is said so, not run into the next.
+    return "".join(
+        line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines
+    )
 
 
 def _text(data: bytes) -> str:

@@ -20,8 +20,9 @@ from playbook.search.text import STOP_WORDS, plain_words
 
 # A rule file is a page or two an agent reads with every task; a megabyte is a dump, not rules.
 MAX_FILE_BYTES = 1_000_000
-# Shorter than this is a word or two ("Testing", "See below"), not a rule.
-MIN_RULE_CHARS = 12
+# Shorter than this, or one word ("Testing"), is a label, not a rule. Two short words can be
+# one ("Use ruff."): an import only proposes, and a maintainer drops what is not a rule.
+MIN_RULE_CHARS = 6
 # Tags one item carries at most: its headings, its list's label, the file's own.
 MAX_ITEM_TAGS = 10
 # A heading longer than this is a sentence, not a topic worth a tag.
@@ -439,6 +440,8 @@ class _Walk:
             return
         if len(text) < MIN_RULE_CHARS:
             self.skip(line, f"too short ({len(text)} < {MIN_RULE_CHARS} characters)", text)
+        elif len(text.split()) < 2:
+            self.skip(line, "too short (one word)", text)
         elif len(text) > self.max_chars:
             self.skip(line, f"too long ({len(text):,} > {self.max_chars:,} characters)", text)
         elif text.rstrip("*_ ").endswith(":"):

@@ -88,6 +88,10 @@ def test_lessons_added_and_deprecated_update_the_same_pr_with_one_new_commit(wor
     assert world.github.commits_on(REPO, BRANCH)[1] == world.github.branch_sha(REPO, "main")
     text = world.on_branch() or b""
     assert b"[pb-1]" not in text and f"[{new}]".encode() in text
+    # A reviewer who read the first version sees what this update changed, and why.
+    since = pull["body"].split("### Since the previous version of this pull request")[1]
+    assert f"- added {new}: new, not used yet" in since
+    assert "- removed pb-1: deprecated: merged PRs citing it were reverted" in since
     # Against a file on main that holds pb-1, the description says why it went.
     world.github.merge_pull(REPO, pull["number"])
     world.deprecate("pb-2", "wrong since the driver retries itself")
@@ -251,6 +255,14 @@ def test_a_dry_run_prints_the_block_and_diff_and_writes_nothing(world) -> None:
     )
     assert world.writes() == []
     assert world.state() is None
+
+
+def test_a_dry_run_diff_says_when_a_file_ends_without_a_line_break(world) -> None:
+    world.github.put_file(REPO, "AGENTS.md", b"# Team\n\nOur rules.")
+    diff = world.sync(dry_run=True).diff or ""
+    # As git prints it: the old last line is not run into the line that follows it.
+    assert "-Our rules.\n\\ No newline at end of file\n+Our rules.\n" in diff
+    assert diff.endswith("<!-- playbook-bot:end -->\n\\ No newline at end of file\n")
 
 
 def test_malformed_markers_fail_in_one_line_and_nothing_is_written(world) -> None:

@@ -79,7 +79,7 @@ def test_agents_md_lists_and_paragraphs_tagged_with_their_heading() -> None:
         (23, "HTML comment"),
         (33, "table"),
         (40, "managed block"),
-        (49, "too short (3 < 12 characters)"),
+        (49, "too short (3 < 6 characters)"),
     ]
     code = next(skip for skip in parsed.skipped if skip.reason == "code block")
     assert code.excerpt == "uv sync --all-extras"
@@ -257,15 +257,16 @@ def test_the_managed_block_is_skipped_even_unterminated() -> None:
 
 def test_long_and_short_items_are_skipped_with_the_numbers() -> None:
     long = "word " * 500
-    data = f"- {long}\n- Too short\n- [x] A task box is not part of the rule.\n".encode()
+    data = f"- {long}\n- Testing\n- Use ruff.\n- Ok\n- [x] A task box is not part of the rule.\n".encode()
     parsed = parse(data, "agents", max_chars=2000)
     assert skips(parsed) == [
         (1, "too long (2,499 > 2,000 characters)"),
-        (2, "too short (9 < 12 characters)"),
+        (2, "too short (one word)"),
+        (4, "too short (2 < 6 characters)"),
     ]
     assert parsed.skipped[0].excerpt.endswith("…")
     assert len(parsed.skipped[0].excerpt) <= 60
-    assert texts(parsed) == ["A task box is not part of the rule."]
+    assert texts(parsed) == ["Use ruff.", "A task box is not part of the rule."]
 
 
 def test_nested_items_under_a_rule_are_rules_of_their_own() -> None:
