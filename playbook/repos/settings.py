@@ -31,6 +31,8 @@ RULE_FILE_PATHS = (
 REPOSITORY = "repository"
 ORGANISATION = "organisation"
 DEFAULT = "default"
+# A file with a hundred bad list items needs its first few named, not a hundred rows kept.
+MAX_PROBLEMS = 20
 
 
 class AgentsMd(BaseModel):
@@ -150,11 +152,18 @@ def parse(content: bytes, file: str, owner: str) -> Parsed:
         return Parsed({}, [])  # an empty file: every default
     if not isinstance(loaded, dict) or not isinstance(node, yaml.MappingNode):
         return _bad(file, None, 1, "must be a mapping of settings such as `comment: false`")
-    lines = _key_lines(node)
+    lines, twice = _key_lines(node)
     problems = [
+        Problem(file, key, line, f"is set twice (lines {first} and {line}); keep one")
+        for key, first, line in twice
+    ]
+    problems += [
         Problem(file, key, lines.get(key) or _nearest(lines, key), message)
         for key, message in _errors(loaded)
     ]
+    if len(problems) > MAX_PROBLEMS:
+        more = len(problems) - MAX_PROBLEMS + 1
+        problems = [*problems[: MAX_PROBLEMS - 1], Problem(file, None, None, f"{more} more")]
     scope = loaded.get("scope")
     if isinstance(scope, str) and not problems and not scope.strip().startswith(f"{owner}/"):
         problems.append(
@@ -193,16 +202,24 @@ def _errors(values: dict[Any, Any]) -> list[tuple[str, str]]:
     return []
 
 
-def _key_lines(node: yaml.MappingNode) -> dict[str, int]:
-    """Top-level keys and the `agents_md` block's keys with their 1-based lines."""
+def _key_lines(node: yaml.MappingNode) -> tuple[dict[str, int], list[tuple[str, int, int]]]:
+    """Top-level keys and the `agents_md` block's keys with their 1-based lines, and the keys
+    set twice (YAML forbids it; PyYAML would quietly keep the last)."""
     lines: dict[str, int] = {}
+    twice: list[tuple[str, int, int]] = []
+
+    def note(key: str, line: int) -> None:
+        if key in lines:
+            twice.append((key, lines[key], line))
+        lines.setdefault(key, line)
+
     for key_node, value_node in node.value:
         key = str(key_node.value)
-        lines.setdefault(key, key_node.start_mark.line + 1)
+        note(key, key_node.start_mark.line + 1)
         if key == "agents_md" and isinstance(value_node, yaml.MappingNode):
             for inner, _ in value_node.value:
-                lines.setdefault(f"agents_md.{inner.value}", inner.start_mark.line + 1)
-    return lines
+                note(f"agents_md.{inner.value}", inner.start_mark.line + 1)
+    return lines, twice
 
 
 def _nearest(lines: dict[str, int], key: str) -> int | None:

@@ -1,0 +1,1 @@
+"""Tests of what the bot keeps per repository."""
