@@ -271,3 +271,20 @@ def test_a_failing_github_is_asked_again_after_a_minute_not_by_every_delivery(lo
         loop.github_event("issues.edited", fixture("issues.edited"))
         loop.process()
     assert len(loop.github.calls("GET", path)) == asked + 1
+
+
+def test_a_push_to_the_organisation_defaults_reaches_every_repository_of_the_owner(
+    loop: Loop,
+) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    loop.github.add_repo(ORG_DEFAULTS)
+    loop.github.put_file(ORG_DEFAULTS, FILE_PATH, b"comment: true\n")
+    assert len(open_issue(loop, "Spelling error in the README file")) == 1
+    loop.github.put_file(ORG_DEFAULTS, FILE_PATH, b"enabled: false\n")
+    loop.github_event("push", push(ORG_DEFAULTS, FILE_PATH))
+    loop.process()
+    loop.github_event("issues.edited", fixture("issues.edited"))
+    loop.process()
+    assert "turned the bot off" in last_outcome(loop)
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None and found.sources["enabled"] == "organisation"
