@@ -98,7 +98,8 @@ def effective(
     if not due:
         wanted = known["stale"] or known["read_at"] is None
         wanted = wanted or now - known["read_at"] >= REFRESH_AFTER
-        tried = known.get("tried_at")
+        # Only after a failed read does the next wait a minute; a push is read at once.
+        tried = known.get("tried_at") if known.get("error") else None
         due = wanted and (tried is None or now - tried >= RETRY_AFTER)
     if due:
         known = _read_and_store(services, repo, installation_id, known)
