@@ -16,7 +16,8 @@ from playbook.lessons import lifecycle
 from playbook.repos import syncs
 from playbook.rules import START
 from tests.bot.agents_md_world import enable
-from tests.bot.cli.test_cli_errors import GITHUB_SETTINGS, error_line
+from tests.bot.cli.fake_github import GITHUB_SETTINGS
+from tests.bot.cli.test_cli_errors import error_line
 from tests.fakes.github import FakeGitHub
 from tests.loop_harness import _KEYS, APP_ID, INSTALLATION
 from tests.payloads import REPO

@@ -17,18 +17,10 @@ import pytest
 from click.testing import Result
 
 from playbook import upkeep
+from tests.bot.cli.fake_github import TOKEN, as_app, fake_github
 from tests.fakes.github import FakeGitHub
 from tests.fakes.server import Failure
-from tests.loop_harness import _KEYS, APP_ID, INSTALLATION, REPO
-
-TOKEN = "ghp_thisIsTheSecretToken42"
-GITHUB_SETTINGS = (
-    "GITHUB_TOKEN",
-    "GITHUB_APP_ID",
-    "GITHUB_APP_PRIVATE_KEY",
-    "GITHUB_APP_PRIVATE_KEY_FILE",
-    "GITHUB_API_URL",
-)
+from tests.loop_harness import APP_ID, INSTALLATION, REPO
 
 
 def error_line(result: Result, exit_code: int) -> str:
@@ -70,22 +62,8 @@ def clean_env(database_url: str) -> dict[str, str]:
 @pytest.fixture
 def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     """A fake GitHub with the App installed on REPO and TOKEN as a valid personal token."""
-    fake = FakeGitHub(app_id=APP_ID, public_key=_KEYS[1])
-    fake.start()
-    fake.add_installation(INSTALLATION)
-    fake.add_repo(REPO)
-    fake.personal_tokens.add(TOKEN)
-    for name in GITHUB_SETTINGS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GITHUB_API_URL", fake.url)
-    monkeypatch.setenv("PLAYBOOK_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
-    yield fake
-    fake.stop()
-
-
-def as_app(monkeypatch: pytest.MonkeyPatch, app_id: int = APP_ID, key: str = _KEYS[0]) -> None:
-    monkeypatch.setenv("GITHUB_APP_ID", str(app_id))
-    monkeypatch.setenv("GITHUB_APP_PRIVATE_KEY", key)
+    with fake_github(monkeypatch) as fake:
+        yield fake
 
 
 # --- GitHub: refused, unknown, unreachable, unusable key ---------------------------------

@@ -12,20 +12,13 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from tests.bot.cli.fake_github import TOKEN, fake_github
 from tests.fakes.github import FakeGitHub
-from tests.loop_harness import _KEYS, APP_ID, INSTALLATION, REPO
+from tests.loop_harness import _KEYS, APP_ID, REPO
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "rules"
 # 2026-11-02 12:00 UTC: the day each copied rule file was last changed.
 CHANGED = datetime(2026, 11, 2, 12, 0, tzinfo=UTC).timestamp()
-TOKEN = "ghp_rulesReaderToken7"
-GITHUB_SETTINGS = (
-    "GITHUB_TOKEN",
-    "GITHUB_APP_ID",
-    "GITHUB_APP_PRIVATE_KEY",
-    "GITHUB_APP_PRIVATE_KEY_FILE",
-    "GITHUB_API_URL",
-)
 CLAUDE_MD = """# CLAUDE.md
 
 ## Commands
@@ -267,17 +260,8 @@ def test_undecodable_bytes_are_read_and_said(cli, tmp_path: Path) -> None:
 @pytest.fixture
 def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     """A fake GitHub with the App installed on REPO and TOKEN as a valid personal token."""
-    fake = FakeGitHub(app_id=APP_ID, public_key=_KEYS[1])
-    fake.start()
-    fake.add_installation(INSTALLATION)
-    fake.add_repo(REPO)
-    fake.personal_tokens.add(TOKEN)
-    for name in GITHUB_SETTINGS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GITHUB_API_URL", fake.url)
-    monkeypatch.setenv("PLAYBOOK_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
-    yield fake
-    fake.stop()
+    with fake_github(monkeypatch) as fake:
+        yield fake
 
 
 def seed(fake: FakeGitHub) -> str:

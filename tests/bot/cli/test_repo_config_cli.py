@@ -17,14 +17,13 @@ from bot.doctor import run_checks
 from playbook.db import transaction
 from playbook.models import RepoSettingsRow
 from playbook.repos.settings import FILE_PATH
-from tests.bot.cli.test_cli_errors import GITHUB_SETTINGS, as_app, error_line
+from tests.bot.cli.fake_github import GITHUB_SETTINGS, TOKEN, as_app, fake_github
+from tests.bot.cli.test_cli_errors import error_line
 from tests.fakes.github import FakeGitHub
-from tests.loop_harness import _KEYS, APP_ID
 
 REPO = "octo-org/widgets"
 ORG_FILE = "octo-org/.github:.github/playbook-bot.yml"
 INSTALLATION = 31
-TOKEN = "ghp_repoConfigTestToken7"
 
 ORG = b"""\
 scope: octo-org/shared
@@ -48,25 +47,15 @@ max_lessons: 99
 @pytest.fixture
 def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     """A fake GitHub with the App installed and REPO in it; the CLI pointed at it as the App."""
-    fake = FakeGitHub(app_id=APP_ID, public_key=_KEYS[1])
-    fake.start()
-    fake.add_installation(INSTALLATION)
-    fake.add_repo(REPO)
-    fake.personal_tokens.add(TOKEN)
-    for name in GITHUB_SETTINGS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GITHUB_API_URL", fake.url)
-    monkeypatch.setenv("PLAYBOOK_GITHUB_SECONDS_BETWEEN_REQUESTS", "0")
-    monkeypatch.setenv("PLAYBOOK_GITHUB_SECONDS_BETWEEN_WRITES", "0")
     for name in (
         "PLAYBOOK_LESSONS_PER_TICKET",
         "PLAYBOOK_DEMOTE_POLICY",
         "PLAYBOOK_HOLDOUT_PERCENT",
     ):
         monkeypatch.delenv(name, raising=False)
-    as_app(monkeypatch)
-    yield fake
-    fake.stop()
+    with fake_github(monkeypatch, REPO, INSTALLATION) as fake:
+        as_app(monkeypatch)
+        yield fake
 
 
 def rows(output: str) -> dict[str, list[str]]:
