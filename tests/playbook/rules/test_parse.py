@@ -257,7 +257,8 @@ def test_the_managed_block_is_skipped_even_unterminated() -> None:
 
 def test_long_and_short_items_are_skipped_with_the_numbers() -> None:
     long = "word " * 500
-    data = f"- {long}\n- Testing\n- Use ruff.\n- Ok\n- [x] A task box is not part of the rule.\n".encode()
+    items = ["Testing", "Use ruff.", "Ok", "[x] A task box is not part of the rule."]
+    data = "".join(f"- {item}\n" for item in [long, *items]).encode()
     parsed = parse(data, "agents", max_chars=2000)
     assert skips(parsed) == [
         (1, "too long (2,499 > 2,000 characters)"),
