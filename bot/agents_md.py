@@ -124,7 +124,7 @@ def sync(
     if missing is not None:
         # Without GitHub the settings would read as the defaults: "not enabled" would mislead.
         raise NotConfigured(missing)
-    own = repo_settings.effective(services, repo, installation_id)
+    own = repo_settings.effective(services, repo, installation_id, store=not dry_run)
     conf = own.settings.agents_md
     path = conf.path
     if not conf.enabled:

@@ -83,9 +83,17 @@ def cached(engine: Engine, repo: str) -> Effective | None:
 
 
 def effective(
-    services: Services, repo: str, installation_id: int | None, *, refresh: bool = False
+    services: Services,
+    repo: str,
+    installation_id: int | None,
+    *,
+    refresh: bool = False,
+    store: bool = True,
 ) -> Effective:
-    """``repo``'s settings in force, read from GitHub when due (or when ``refresh``)."""
+    """``repo``'s settings in force, read from GitHub when due (or when ``refresh``).
+
+    Without ``store`` (a dry run), what is read is used and not kept.
+    """
     engine = services.engine
     if _clients(services).missing_for(installation_id) is not None or services.out.dry_run:
         # Nothing can be read (no credentials, or a dry run that sends nothing): defaults,
@@ -102,7 +110,7 @@ def effective(
         tried = known.get("tried_at") if known.get("error") else None
         due = wanted and (tried is None or now - tried >= RETRY_AFTER)
     if due:
-        known = _read_and_store(services, repo, installation_id, known)
+        known = _read_and_store(services, repo, installation_id, known, store=store)
     return _effective(repo, known)
 
 
@@ -143,7 +151,12 @@ def _clients(services: Services) -> GitHubClients:
 
 
 def _read_and_store(
-    services: Services, repo: str, installation_id: int | None, known: dict[str, Any]
+    services: Services,
+    repo: str,
+    installation_id: int | None,
+    known: dict[str, Any],
+    *,
+    store: bool = True,
 ) -> dict[str, Any]:
     """Read both files (outside any transaction: no lock is held over HTTP) and store them."""
     fresh = dict(known)
@@ -156,11 +169,11 @@ def _read_and_store(
     except NotConfigured as missing:
         # No GitHub: the defaults (and nothing to show as a problem of the files).
         fresh["error"] = f"not read: {missing}"
-        return _store(services.engine, repo, fresh, read=False)
+        return _store(services.engine, repo, fresh, read=False, keep=store)
     except (GithubException, requests.RequestException) as error:
         fresh["error"] = _why(error)
         log.warning("settings of %s not read (%s); using the last good ones", repo, fresh["error"])
-        return _store(services.engine, repo, fresh, read=False)
+        return _store(services.engine, repo, fresh, read=False, keep=store)
     problems: list[dict[str, Any]] = []
     for layer, got, label in (("repo", own, FILE_PATH), ("org", org, org_file(repo))):
         if got is None or got.content is None:
@@ -178,7 +191,7 @@ def _read_and_store(
         for problem in parsed.problems:
             log.warning("settings of %s: %s (the last good settings apply)", repo, problem)
     fresh["problems"], fresh["error"] = problems, None
-    return _store(services.engine, repo, fresh, read=True)
+    return _store(services.engine, repo, fresh, read=True, keep=store)
 
 
 def _get(client: Any, repo: str) -> _Read | None:
@@ -206,7 +219,9 @@ def _why(error: Exception) -> str:
     return f"GitHub could not be reached ({type(error).__name__})"
 
 
-def _store(engine: Engine, repo: str, fresh: dict[str, Any], *, read: bool) -> dict[str, Any]:
+def _store(
+    engine: Engine, repo: str, fresh: dict[str, Any], *, read: bool, keep: bool = True
+) -> dict[str, Any]:
     now = clock.now()
     values = {
         "installation_id": fresh.get("installation_id"),
@@ -221,6 +236,8 @@ def _store(engine: Engine, repo: str, fresh: dict[str, Any], *, read: bool) -> d
     if read:
         values |= {"read_at": now, "stale": False}
         fresh["read_at"] = now
+    if not keep:
+        return fresh
     for _ in range(2):
         try:
             with db.transaction(engine) as session:

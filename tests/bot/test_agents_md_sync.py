@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from github.GithubException import GithubException
 
-from bot import agents_md
+from bot import agents_md, repo_settings
 from playbook import clock
 from playbook.db import transaction
 from playbook.models import Bullet, RuleFileSync
@@ -255,6 +255,8 @@ def test_a_dry_run_prints_the_block_and_diff_and_writes_nothing(world) -> None:
     )
     assert world.writes() == []
     assert world.state() is None
+    # Nor is the settings file it read kept: a dry run leaves the database as it found it.
+    assert repo_settings.cached(world.loop.engine, REPO) is None
 
 
 def test_a_dry_run_diff_says_when_a_file_ends_without_a_line_break(world) -> None:
@@ -324,9 +326,9 @@ def test_the_scheduled_job_syncs_each_enabled_repository_and_skips_a_failing_one
     world.github.put_file(other, "AGENTS.md", f"{END}\n{START}\n".encode())
     off = "Codertocat/Off"
     world.github.add_repo(off)
-    for repo in (other, off):
+    # Deliveries from the three repositories made the bot read their settings.
+    for repo in (REPO, other, off):
         agents_md.repo_settings.effective(world.services, repo, 777)
-    world.sync(dry_run=True)  # reads REPO's settings: the bot knows the three repositories
     counts = agents_md.sync_all(world.loop.engine, world.loop.settings)
     assert counts == {"created": 1, "disabled": 1, "failed": 1}
     assert len(world.sync_pulls()) == 1
