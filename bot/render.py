@@ -10,6 +10,10 @@ from playbook.search.retrieval import Hit
 
 # One character per match and no repetition, so escaping runs in linear time on any lesson text.
 _WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")
+# What makes Markdown a link or an image: brackets (and the backslash that could undo their
+# escape). A URL's scheme and `www.` are what GitHub links by itself, even bare.
+_MARKDOWN_SPECIAL = re.compile(r"([\\\[\]])")
+_BARE_LINK = re.compile(r"(?i)\b(https?|ftps?)://|\b(www)\.")
 
 
 def reason(hit: Hit) -> str:
@@ -31,8 +35,17 @@ def reason(hit: Hit) -> str:
 
 
 def _markdown_text(text: str) -> str:
-    # A lesson must not ping people or inject HTML into the thread.
+    # A lesson must not ping people, inject HTML, or put a link or a tracking image into the
+    # thread: its Markdown shows as the text it is, and copies as the same text.
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    text = _BARE_LINK.sub(_unlinked, text)
     return text.replace("@", "@\u200b").replace("<", "&lt;").replace("\n", " ")
+
+
+def _unlinked(match: re.Match[str]) -> str:
+    # An escaped `:` or `.` renders as itself, and GitHub's autolinker no longer sees a URL.
+    scheme, www = match.group(1), match.group(2)
+    return f"{scheme}\\://" if scheme else f"{www}\\."
 
 
 def _wiki_text(text: str) -> str:
