@@ -20,7 +20,7 @@ from github import InputGitTreeElement
 from github.GithubException import GithubException, UnknownObjectException
 from sqlalchemy import Engine
 
-from bot import repo_settings
+from bot import render, repo_settings
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from playbook import clock, db
@@ -319,7 +319,8 @@ def _lessons(count: int) -> str:
 
 def _cell(text: str) -> str:
     """``text`` fit for one Markdown table cell: one line, no column break, an excerpt."""
-    flat = " ".join(text.split()).replace("|", "\\|")
+    # Lesson text is anyone's: no mention, link or image in the bot's PR description either.
+    flat = render.markdown_text(" ".join(text.split())).replace("|", "\\|")
     return flat if len(flat) <= EXCERPT else flat[: EXCERPT - 1] + "…"
 
 

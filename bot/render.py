@@ -34,9 +34,12 @@ def reason(hit: Hit) -> str:
     return ", ".join(parts)
 
 
-def _markdown_text(text: str) -> str:
-    # A lesson must not ping people, inject HTML, or put a link or a tracking image into the
-    # thread: its Markdown shows as the text it is, and copies as the same text.
+def markdown_text(text: str) -> str:
+    """``text`` inert in GitHub Markdown: no mention, HTML, link, image or autolink; one line.
+
+    A lesson must not ping people, inject HTML, or put a link or a tracking image into the
+    thread: its Markdown shows as the text it is, and copies as the same text.
+    """
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
     text = _BARE_LINK.sub(_unlinked, text)
     return text.replace("@", "@\u200b").replace("<", "&lt;").replace("\n", " ")
@@ -96,8 +99,8 @@ def lessons_comment(hits: Sequence[Hit], *, markup: str, max_chars: int) -> tupl
             line = f"* *\\[{hit.bullet_id}\\]* {{text}}\n** _{_wiki_text(why)}_\n"
             escape = _wiki_text
         else:
-            line = f"- **[{hit.bullet_id}]** {{text}}\n  <sub>{_markdown_text(why)}</sub>\n"
-            escape = _markdown_text
+            line = f"- **[{hit.bullet_id}]** {{text}}\n  <sub>{markdown_text(why)}</sub>\n"
+            escape = markdown_text
         room = budget - len(line) + len("{text}")
         if room < 40:
             break  # not even a useful excerpt fits; lower-ranked lessons are left out

@@ -335,3 +335,13 @@ def test_the_scheduled_job_syncs_each_enabled_repository_and_skips_a_failing_one
     with transaction(world.loop.engine) as session:
         broken = session.get(RuleFileSync, other)
         assert broken is not None and (broken.last_result or "").startswith("failed:")
+
+
+def test_the_pr_description_pings_nobody_and_links_nothing(world) -> None:
+    world.lesson(
+        "Ask @octocat first; see [the runbook](https://evil.example/x) | ![p](https://t.example/p.png)"
+    )
+    world.sync()
+    body = world.sync_pulls()[-1]["body"]
+    assert "@octocat" not in body and "@\u200boctocat" in body
+    assert "](https://" not in body and "\\[the runbook\\]" in body
