@@ -22,6 +22,7 @@ from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.deliveries.tickets import ticket_key
 from playbook.models import Delivery
+from playbook.search.retrieval import Hit
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -99,3 +100,22 @@ def saw(engine: Engine, *tickets: str) -> None:
     with transaction(engine) as session:
         for ticket in tickets:
             seen_tickets.saw(session, ticket, "jira")
+
+
+def hit(text: str, learned_from: str | None = "CTMS-1", confidence: float = 0.5) -> Hit:
+    """A ranked lesson pb-1 with ``text``, as the comment renderers receive one."""
+    return Hit(
+        bullet_id="pb-1",
+        text=text,
+        rank=1,
+        score=1.0,
+        learned_from=learned_from,
+        scope="CTMS",
+        tags=(),
+        cites=0,
+        cites_success=0,
+        cites_failure=0,
+        bm25=1.0,
+        multiplier=1.0,
+        confidence=confidence,
+    )

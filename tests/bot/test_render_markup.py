@@ -10,27 +10,9 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from bot.render import lessons_comment
-from playbook.search.retrieval import Hit
+from tests.support import hit
 
 COMMONMARK = MarkdownIt("commonmark")
-
-
-def hit(text: str, learned_from: str = "CTMS-1") -> Hit:
-    return Hit(
-        bullet_id="pb-1",
-        text=text,
-        rank=1,
-        score=1.0,
-        learned_from=learned_from,
-        scope="global",
-        tags=(),
-        cites=0,
-        cites_success=0,
-        cites_failure=0,
-        bm25=1.0,
-        multiplier=1.0,
-        confidence=0.5,
-    )
 
 
 def rendered(text: str, learned_from: str = "CTMS-1") -> str:

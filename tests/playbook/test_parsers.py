@@ -29,6 +29,7 @@ from playbook.search.text import (
     strip_markup,
     tokenize,
 )
+from tests.support import hit
 
 SIZE = 100_000
 # Each call on SIZE characters takes milliseconds when linear, and seconds to minutes when a
@@ -95,21 +96,7 @@ HOSTILE = {
 
 
 def _hit(text: str) -> Hit:
-    return Hit(
-        bullet_id="pb-1",
-        text=text,
-        rank=1,
-        score=1.0,
-        learned_from="CTMS-1",
-        scope="CTMS",
-        tags=(),
-        cites=0,
-        cites_success=0,
-        cites_failure=0,
-        bm25=1.0,
-        multiplier=1.0,
-        confidence=1.0,
-    )
+    return hit(text, confidence=1.0)
 
 
 def _jira(text: str) -> list[str]:

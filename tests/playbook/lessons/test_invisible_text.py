@@ -24,10 +24,10 @@ from playbook.lessons import bulk, characters, lifecycle
 from playbook.lessons.capture import commands_in, lessons_in
 from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet
-from playbook.search.retrieval import Hit
 from playbook.version import playbook_version
 from tests.loop_harness import REPO, Loop
 from tests.payloads import issue_comment, pull_request
+from tests.support import hit
 from webhooks import create_app
 
 RLO, LRO, PDF = "\u202e", "\u202d", "\u202c"
@@ -274,24 +274,6 @@ def test_commands_and_sections_measure_lessons_as_they_read() -> None:
 
 
 # -- rendering ----------------------------------------------------------------------------------
-
-
-def hit(text: str, learned_from: str = "CTMS-1") -> Hit:
-    return Hit(
-        bullet_id="pb-1",
-        text=text,
-        rank=1,
-        score=1.0,
-        learned_from=learned_from,
-        scope="CTMS",
-        tags=(),
-        cites=0,
-        cites_success=0,
-        cites_failure=0,
-        bm25=1.0,
-        multiplier=1.0,
-        confidence=0.5,
-    )
 
 
 @pytest.mark.parametrize("markup", ["github", "jira"])
