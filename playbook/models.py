@@ -27,7 +27,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from playbook.clock import to_utc
 
-STATUSES = ("proposed", "active", "deprecated", "archived")
+# superseded: replaced by a newer lesson (``superseded_by``); kept, not retrieved (issue 29).
+STATUSES = ("proposed", "active", "deprecated", "archived", "superseded")
 # pending: waiting; done: handled; ignored: nothing to do (with why); failed: will retry; dead: not
 # retried by itself (see `error_kind`), kept for `deliveries replay`.
 DELIVERY_STATUSES = ("pending", "done", "ignored", "failed", "dead")
@@ -89,6 +90,8 @@ class Bullet(Base):
     status: Mapped[str] = mapped_column(String(16), default="active", index=True)
     demoted_on: Mapped[datetime | None] = mapped_column(UTCDateTime)
     demoted_reason: Mapped[str | None] = mapped_column(Text)
+    # The lesson that replaces this one while its status is ``superseded``; None otherwise.
+    superseded_by: Mapped[str | None] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     loads: Mapped[int] = mapped_column(Integer, default=0)
@@ -226,6 +229,13 @@ class PullRequest(Base):
     # evidence arriving again (an edit of a closed PR, a duplicate delivery, a backfill) is
     # not applied twice.
     outcome_evidence: Mapped[str | None] = mapped_column(String(100))
+    # The commits a revert names ("This reverts commit <sha>"): the PR's head and merge commits.
+    head_sha: Mapped[str | None] = mapped_column(String(64), index=True)
+    merge_commit_sha: Mapped[str | None] = mapped_column(String(64), index=True)
+    # The merged PR this one reverts (owner/repo#n), once a revert signal names it.
+    reverts: Mapped[str | None] = mapped_column(String(200), index=True)
+    # The merged revert in force (owner/repo#m): this PR's outcome is ``reverted`` while set.
+    reverted_by: Mapped[str | None] = mapped_column(String(200))
 
 
 class TicketLink(Base):
@@ -328,6 +338,10 @@ class Retrieval(Base):
     rank_by: Mapped[str] = mapped_column(String(16))
     bullet_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    # The ticket's summary and the text searched (bounded), so tickets nobody had a lesson
+    # for can be grouped into gaps later; None for searches that were not for a ticket.
+    title: Mapped[str | None] = mapped_column(Text)
+    text: Mapped[str | None] = mapped_column(Text)
 
 
 class Lease(Base):
