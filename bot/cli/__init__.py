@@ -40,6 +40,12 @@ def _experiment() -> ModuleType:
     return experiment
 
 
+def _gaps() -> ModuleType:
+    from bot.cli import gaps
+
+    return gaps
+
+
 def _loop() -> ModuleType:
     from bot.cli import loop
 
@@ -163,6 +169,11 @@ COMMANDS: dict[str, Lazy] = {
         _transfer,
         "export",
         "Export the playbook (or its usage log) to stdout or a file, written as it is read.",
+    ),
+    "gaps": (
+        _gaps,
+        "gaps",
+        "Recent tickets that got no lesson, grouped by similarity: where to write lessons next.",
     ),
     "history": (
         _bullets,

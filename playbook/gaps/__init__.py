@@ -1,0 +1,1 @@
+"""Gaps: recurring tickets the playbook had no lesson for, grouped so one lesson can cover them."""
