@@ -52,7 +52,18 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     # The blueprints load here, not at the top: `from webhooks import gunicorn_conf` must set
     # PROMETHEUS_MULTIPROC_DIR before anything imports prometheus_client (metrics does).
-    from webhooks import api, api_experiment, github, health, jira, mcp_http, metrics, problems, ui
+    from webhooks import (
+        api,
+        api_experiment,
+        api_gaps,
+        github,
+        health,
+        jira,
+        mcp_http,
+        metrics,
+        problems,
+        ui,
+    )
     from webhooks.intake import Refused, database_down
 
     settings = settings or Settings()
@@ -88,6 +99,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         app.register_blueprint(blueprint)
     app.register_api(api.api)
     app.register_api(api_experiment.api)
+    app.register_api(api_gaps.api)
     # The interactive docs: Swagger UI, served from the package's own files (no CDN).
     app.add_url_rule("/api/v1/docs", "api_docs", lambda: redirect("/api/v1/swagger", code=302))
     ui.install(app, settings)
