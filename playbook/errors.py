@@ -9,10 +9,16 @@ class BulletNotFound(PlaybookError):
     """No bullet has the given id."""
 
     def __init__(
-        self, bullet_id: str, hint: str = "`playbook-bot list --status all` shows ids"
+        self,
+        bullet_id: str,
+        hint: str = "`playbook-bot list --status all` shows ids",
+        *,
+        field: str = "id",
     ) -> None:
         super().__init__(f"no bullet with id {bullet_id!r}; {hint}")
         self.bullet_id = bullet_id
+        # The request field that named it: `id`, or e.g. `by` for a lesson's replacement.
+        self.field = field
 
 
 class InvalidTransition(PlaybookError):

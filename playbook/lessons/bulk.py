@@ -195,6 +195,7 @@ def _new_row(values: dict[str, Any], version: int, now: datetime) -> dict[str, A
         "status": values.get("status") or "active",
         "demoted_on": values.get("demoted_on"),
         "demoted_reason": values.get("demoted_reason"),
+        "superseded_by": values.get("superseded_by"),
         "created_at": created_at,
         # A new bullet from an export keeps its own times, so export -> import round-trips.
         "updated_at": values.get("updated_at") or created_at,

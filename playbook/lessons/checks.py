@@ -105,13 +105,34 @@ def check_fields(
             cleaned[key] = check_tags(value)
         elif key == "status":
             cleaned[key] = check_status(value)
+        elif key == "superseded_by":
+            cleaned[key] = None if value in (None, "") else fields.bullet_id(value, key)
         elif key in TIME_FIELDS:
             cleaned[key] = (
                 None if value is None and key == "demoted_on" else _check_time(key, value)
             )
         else:
             raise FieldProblem(key, "is not a field of a bullet")
+    if "status" in cleaned or cleaned.get("superseded_by"):
+        _check_replacement(cleaned)
     return cleaned
+
+
+def _check_replacement(cleaned: dict[str, Any]) -> None:
+    """A superseded lesson names its replacement, and only a superseded one does."""
+    status, by = cleaned.get("status"), cleaned.get("superseded_by")
+    if status == "superseded" and not by:
+        raise FieldProblem(
+            "superseded_by", "is missing; a superseded lesson names the lesson replacing it"
+        )
+    if by and status != "superseded":
+        raise FieldProblem(
+            "superseded_by", f"names {by} but status is {status or 'not given'}, not superseded"
+        )
+    if by and by == cleaned.get("id"):
+        raise FieldProblem("superseded_by", f"{by} is the lesson itself")
+    if status != "superseded":
+        cleaned["superseded_by"] = None  # a new status ends any old replacement
 
 
 def _check_time(field: str, value: object) -> datetime:

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
-from playbook.lessons import characters, fields
+from playbook.lessons import characters, fields, replacements
 from playbook.lessons.checks import check_fields, check_status
 from playbook.lessons.ids import sort_key
 from playbook.models import Bullet, Revision
@@ -33,20 +33,38 @@ SNAPSHOT_FIELDS = (
     "status",
     "demoted_on",
     "demoted_reason",
+    "superseded_by",
 )
 # What a reader of a bullet sees (CLI --json, the agent API): its fields and its counters.
 PUBLIC_FIELDS = ("id", *SNAPSHOT_FIELDS, "created_at", "updated_at", *COUNTER_FIELDS)
 EDITABLE_FIELDS = ("text", "section", "tags", "scope", "learned_from", "source", "source_url")
 DUPLICATE_OVERLAP = 0.8
+# A new lesson sharing this much of its words with a live one (but less than a near-duplicate)
+# is created, and the answer names the other, which it may supersede. Measured on duplicate
+# Jira summaries against unrelated ones of the same project: bench/similar_threshold.py.
+SIMILAR_OVERLAP = 0.5
+
+
+@dataclass(frozen=True)
+class Similar:
+    """A live lesson that shares many words with a new one, without nearly duplicating it."""
+
+    id: str
+    overlap: float
 
 
 @dataclass(frozen=True)
 class AddResult:
-    """What `add` did: created a bullet, or found a near-duplicate and created nothing."""
+    """What `add` did: created a bullet, or found a near-duplicate and created nothing.
+
+    A created bullet may come with ``similar``: the live lesson of its scope it overlaps
+    most, when that overlap is at least SIMILAR_OVERLAP.
+    """
 
     bullet: Bullet
     created: bool
     overlap: float = 1.0
+    similar: Similar | None = None
 
 
 @dataclass(frozen=True)
@@ -104,11 +122,19 @@ def overlap_words(text: str) -> set[str]:
 
 
 def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet, float] | None:
+    """The live (active or proposed) bullet in ``scope`` that ``text`` nearly duplicates."""
+    best = closest_live(session, text, scope)
+    if best is None or best[1] < DUPLICATE_OVERLAP:
+        return None
+    return get(session, best[0]), best[1]
+
+
+def closest_live(session: Session, text: str, scope: str) -> tuple[str, float] | None:
     """The live (active or proposed) bullet in ``scope`` whose text overlaps ``text`` most.
 
     The search index shortlists the few live lessons most like ``text`` and the overlap rule
-    is applied to those: a near-duplicate shares most of its words with ``text``, so it
-    ranks near the top, and an add costs the same at 100 lessons as at 100,000.
+    is applied to those: a near-duplicate (or a similar lesson) shares many of its words with
+    ``text``, so it ranks near the top, and an add costs the same at 100 lessons as at 100,000.
     """
     live = select(Bullet.id, Bullet.text, Bullet.scope, Bullet.status)
     if bullet_tokens(text):
@@ -128,11 +154,9 @@ def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet
     best: tuple[str, float] | None = None
     for bullet_id, other in sorted(rows):
         overlap = word_overlap(text, other)
-        if overlap >= DUPLICATE_OVERLAP and (best is None or overlap > best[1]):
+        if overlap > 0 and (best is None or overlap > best[1]):
             best = (bullet_id, overlap)
-    if best is None:
-        return None
-    return get(session, best[0]), best[1]
+    return best
 
 
 def _record(
@@ -194,10 +218,13 @@ def add(
     status = check_status(status, ("proposed", "active"))
     text, scope = checked["text"], checked["scope"]
     version = bump_version(session)
-    duplicate = find_near_duplicate(session, text, scope)
-    if duplicate is not None:
+    closest = closest_live(session, text, scope)
+    if closest is not None and closest[1] >= DUPLICATE_OVERLAP:
         # The version bump above stays: a spurious cache refresh is cheaper than a race.
-        return AddResult(bullet=duplicate[0], created=False, overlap=duplicate[1])
+        return AddResult(bullet=get(session, closest[0]), created=False, overlap=closest[1])
+    similar = None
+    if closest is not None and closest[1] >= SIMILAR_OVERLAP:
+        similar = Similar(closest[0], round(closest[1], 6))
     number = (session.scalar(select(func.max(Bullet.number))) or 0) + 1
     now = clock.now()
     bullet = Bullet(
@@ -222,7 +249,7 @@ def add(
     session.add(bullet)
     session.flush()
     _record(session, bullet, "create", actor, reason, None)
-    return AddResult(bullet=bullet, created=True)
+    return AddResult(bullet=bullet, created=True, similar=similar)
 
 
 def _finish(
@@ -295,13 +322,16 @@ def deprecate(
 ) -> Change:
     """Soft-deprecate a bullet: it stays, with when and why, and stops being retrieved.
 
+    A superseded bullet is left as it is (out of retrieval, linked to its replacement).
+
     ``reason`` becomes the bullet's ``demoted_reason``; ``note`` (default: the reason)
     is what the revision says, e.g. which PR caused the demotion.
     """
     bullet = get(session, bullet_id)
     if not (reason or "").strip():
         raise InvalidInput("deprecating a bullet needs a reason")
-    if bullet.status == "deprecated":
+    if bullet.status in ("deprecated", replacements.SUPERSEDED):
+        # Superseded is out of retrieval already, and keeps the link to its replacement.
         return Change(bullet, None)
     if bullet.status == "archived":
         raise InvalidTransition(f"{bullet_id} is archived; restore it before deprecating it")
@@ -318,11 +348,15 @@ def deprecate(
 
 
 def archive(session: Session, bullet_id: str, *, reason: str, actor: str) -> Change:
-    """Archive a bullet (e.g. pruned as unused); it is kept and can be restored."""
+    """Archive a bullet (e.g. pruned as unused); it is kept and can be restored.
+
+    A superseded bullet is left as it is, linked to its replacement, until restored.
+    """
     bullet = get(session, bullet_id)
     if not (reason or "").strip():
         raise InvalidInput("archiving a bullet needs a reason")
-    if bullet.status == "archived":
+    if bullet.status in ("archived", replacements.SUPERSEDED):
+        # A superseded lesson stays so, linked to its replacement, until someone restores it.
         return Change(bullet, None)
     return _apply(
         session,
@@ -336,8 +370,45 @@ def archive(session: Session, bullet_id: str, *, reason: str, actor: str) -> Cha
     )
 
 
+def supersede(
+    session: Session, bullet_id: str, by: str, *, actor: str, reason: str | None = None
+) -> Change:
+    """Mark ``bullet_id`` superseded by the live lesson ``by``: it leaves retrieval, kept.
+
+    The replaced lesson's revision says by which; the replacement gets a revision too (its
+    fields unchanged) so both histories tell it. `restore` undoes it. InvalidTransition
+    (see `replacements.check`) when ``by`` cannot replace it.
+    """
+    bullet = get(session, bullet_id)
+    new = replacements.check(session, bullet.id, fields.bullet_id(by, "by"))
+    if bullet.status == replacements.SUPERSEDED:
+        if bullet.superseded_by == new.id:
+            return Change(bullet, None)
+        raise InvalidTransition(
+            f"{bullet.id} is already superseded by {bullet.superseded_by}; restore {bullet.id} "
+            f"first to supersede it by {new.id}"
+        )
+    why = fields.text(reason or "", "reason", fields.REASON_CHARS) or None
+    change = _apply(
+        session,
+        bullet,
+        "supersede",
+        actor,
+        f"superseded by {new.id}" + (f": {why}" if why else ""),
+        status=replacements.SUPERSEDED,
+        superseded_by=new.id,
+        demoted_on=clock.now(),
+        demoted_reason=why or f"superseded by {new.id}",
+    )
+    unchanged = snapshot(new)
+    note = f"supersedes {bullet.id}" + (f": {why}" if why else "")
+    _record(session, new, "replace", actor, note, unchanged)
+    return change
+
+
 def restore(session: Session, bullet_id: str, *, actor: str, reason: str | None = None) -> Change:
-    """Bring a deprecated or archived bullet back to active and clear its demotion."""
+    """Bring a deprecated, archived or superseded bullet back to active, clearing its demotion
+    (and its replacement)."""
     bullet = get(session, bullet_id)
     if bullet.status == "active":
         return Change(bullet, None)
@@ -354,6 +425,7 @@ def restore(session: Session, bullet_id: str, *, actor: str, reason: str | None 
         status="active",
         demoted_on=None,
         demoted_reason=None,
+        superseded_by=None,
     )
 
 
@@ -400,6 +472,11 @@ def revert(
     }
     if values.get("demoted_on"):
         values["demoted_on"] = clock.parse_time(values["demoted_on"])
+    if values.get("status", bullet.status) != replacements.SUPERSEDED:
+        values["superseded_by"] = None  # revisions older than supersession do not name it
+    elif values.get("superseded_by") != bullet.superseded_by:
+        # Back to superseded: only by a lesson that may still replace it (live, no cycle).
+        replacements.check(session, bullet.id, values.get("superseded_by") or "")
     return _apply(session, bullet, "revert", actor, why, **values)
 
 
@@ -409,7 +486,9 @@ def as_of(session: Session, when: datetime) -> list[dict[str, Any]]:
         select(Revision).where(Revision.at <= clock.to_utc(when)).order_by(Revision.id)
     )
     state: dict[str, dict[str, Any]] = {}
+    # Revisions made before a field existed do not name it: it was empty then.
+    empty = dict.fromkeys(SNAPSHOT_FIELDS)
     for revision in rows:
         if revision.after is not None:
-            state[revision.bullet_id] = {"id": revision.bullet_id, **revision.after}
+            state[revision.bullet_id] = {"id": revision.bullet_id, **empty, **revision.after}
     return [state[key] for key in sorted(state, key=sort_key)]

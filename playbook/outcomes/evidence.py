@@ -35,12 +35,16 @@ def cite(
     text: str | None,
     origin: str,
     at: datetime | None = None,
+    *,
+    credit_replacement: bool = False,
 ) -> int:
     """Record the bullet ids in ``text`` as cites made in a PR, once per PR and bullet.
 
     A PR that names pb-12 in its body, a commit and a review is one piece of evidence
     about pb-12, so its outcome is one rating, not three. ``at`` is when the text was
-    written (backfill reads it from GitHub); by default, now.
+    written (backfill reads it from GitHub); by default, now. With ``credit_replacement``
+    (PLAYBOOK_SUPERSEDED_CITES_COUNT_FOR_REPLACEMENT), a cite of a lesson superseded by then
+    cites its replacement too, and the PR's outcome rates both.
     """
     ids = bullet_ids(text)
     if not ids:
@@ -52,6 +56,9 @@ def cite(
     ids = [bullet_id for bullet_id in ids if bullet_id in known]
     if not ids:
         return 0
+    when = min(clock.to_utc(at), clock.now()) if at is not None else None
+    if credit_replacement:
+        ids = usage.with_replacements(session, ids, when)
     events = usage.record(
         session,
         "cited",
@@ -62,19 +69,28 @@ def cite(
         pr_key=pr_key,
         # A time from a payload or the API is GitHub's word, but never later than now: a
         # cite from the future would look fresh, and keep its lesson from pruning, forever.
-        ts=min(clock.to_utc(at), clock.now()) if at is not None else None,
+        ts=when,
         dedup_keys=[usage.once_key("cited", pr_key, i) for i in ids],
     )
     return len(events)
 
 
-def cite_later(session: Session, pr_key: str, text: str | None, origin: str) -> int:
+def cite_later(
+    session: Session,
+    pr_key: str,
+    text: str | None,
+    origin: str,
+    *,
+    credit_replacement: bool = False,
+) -> int:
     """Record the cites in a text written in a PR after it was opened (a comment, review, commit).
 
     They count for the first ticket the PR was linked to, as its body's cites usually do.
+    ``credit_replacement``: see `cite`.
     """
     tickets = tracking.tickets_of(session, pr_key)
-    return cite(session, pr_key, tickets[0] if tickets else None, text, origin)
+    ticket = tickets[0] if tickets else None
+    return cite(session, pr_key, ticket, text, origin, credit_replacement=credit_replacement)
 
 
 def capture(
@@ -129,6 +145,7 @@ def record(
     written_at: datetime | None = None,
     comments: Sequence[tuple[str | None, datetime | None]] = (),
     scope: str | None = None,
+    credit_replacement: bool = False,
 ) -> Recorded:
     """Store what any news about a PR says: its state, linked tickets, lessons and cites.
 
@@ -136,6 +153,7 @@ def record(
     to. ``written_at`` is when the body was written and ``comments`` the PR's comments with
     their times (backfill), so each cite is recorded when it was made. ``scope`` is the
     repository's lessons scope when its settings file names one (default: the repository).
+    ``credit_replacement``: see `cite`.
     """
     links = pull_request_links(seen.title, seen.head_ref, body, seen.repo)
     kinds = [(key, "jira") for key in links.jira_keys] + [(key, "closes") for key in links.closes]
@@ -143,7 +161,10 @@ def record(
     tickets = tracking.link(session, seen.key, kinds)
     primary = next((t for t in links.tickets if t in tickets), tickets[0] if tickets else None)
     added = capture(session, body, primary or seen.key, scope or seen.repo, seen.url)
-    cited = cite(session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr", written_at)
+    credit = {"credit_replacement": credit_replacement}
+    cited = cite(
+        session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr", written_at, **credit
+    )
     for text, at in comments:
-        cited += cite(session, seen.key, primary, text, "comment", at)
+        cited += cite(session, seen.key, primary, text, "comment", at, **credit)
     return Recorded(pull.state, news, pull.outcome_evidence, tickets, added, cited)

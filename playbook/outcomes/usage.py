@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import BulletNotFound, InvalidInput
-from playbook.lessons import fields
+from playbook.lessons import fields, replacements
 from playbook.models import EVENT_KINDS, Bullet, UsageEvent
 from playbook.outcomes import self_reports
 
@@ -364,17 +364,24 @@ def record_once(
     query_id: str | None = None,
     ts: datetime | None = None,
     source: str | None = None,
+    credit_replacement: bool = False,
 ) -> list[UsageEvent]:
     """Record loads or cites for work on a ticket, each (ticket, lesson, kind) once.
 
     Reporting a lesson again for the same ticket adds nothing; a repeated cite that brings
     an outcome (``success``) settles the one already recorded. Returns the new events.
-    ``source`` names who reported them: see `record`.
+    ``source`` names who reported them: see `record`. With ``credit_replacement``, a cite
+    of a superseded lesson also cites its replacement (`with_replacements`).
     """
     ticket = fields.bounded((ticket_key or "").strip(), "ticketId", fields.TICKET_KEY_CHARS)
     if not ticket:
         raise InvalidInput(MISSING_TICKET)
     ids = [bullet_id.strip() for bullet_id in bullet_ids if bullet_id and bullet_id.strip()]
+    if credit_replacement and kind == "cited":
+        named = len(ids)
+        ids = with_replacements(session, ids, ts)
+        if ranks is not None:
+            ranks = [*ranks, *[None] * (len(ids) - named)]
     return record(
         session,
         kind,
@@ -397,6 +404,7 @@ def record_agent_event(
     dedup_key: str | None = None,
     *,
     source: str | None = "agent",
+    credit_replacement: bool = False,
 ) -> list[UsageEvent]:
     """Record a parsed agent event (one usage event per bullet id), once per ticket.
 
@@ -404,7 +412,8 @@ def record_agent_event(
     by import or both, and weighs what `self_reports` allows a report from ``source``
     (None only for a restore by the operator, which counts as written).
     ``dedup_key`` is accepted for older callers and not needed: an event without a
-    ticket is refused, so the ticket is always the key.
+    ticket is refused, so the ticket is always the key. ``credit_replacement``: see
+    `record_once`.
     """
     del dedup_key  # the ticket is the key; see the docstring
     return record_once(
@@ -419,7 +428,24 @@ def record_agent_event(
         query_id=event.query_id,
         ts=event.ts,
         source=source,
+        credit_replacement=credit_replacement,
     )
+
+
+def with_replacements(
+    session: Session, bullet_ids: Sequence[str], at: datetime | None = None
+) -> list[str]:
+    """``bullet_ids`` and, after them, the live replacement of each one superseded by ``at``.
+
+    For PLAYBOOK_SUPERSEDED_CITES_COUNT_FOR_REPLACEMENT: a cite of an old lesson stays on it,
+    and counts for the lesson that replaced it too. A replacement named already, or by two
+    old lessons, is added once, so the cite counts once for it (each is once per ticket or
+    PR). Unknown ids are left for `record` to refuse.
+    """
+    ids = list(bullet_ids)
+    found = replacements.live_replacements(session, ids, at)
+    extra = dict.fromkeys(found[i] for i in ids if i in found and found[i] not in ids)
+    return [*ids, *extra]
 
 
 @dataclass

@@ -40,6 +40,7 @@ _PLAIN_FIELDS = (
     "source_url",
     "tags",
     "status",
+    "superseded_by",
     "created_at",
     "updated_at",
 )

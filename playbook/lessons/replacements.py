@@ -1,0 +1,105 @@
+"""Which lesson replaces which: the rules of supersession, and the lookups both ways.
+
+A superseded lesson names its replacement in ``superseded_by``. The replacement must be live
+(active or proposed) when the link is made, so no chain of replacements ever comes back to
+where it started; imports may still bring any link, so every walk here is bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from playbook import clock
+from playbook.errors import BulletNotFound, InvalidTransition
+from playbook.lessons.ids import sort_key
+from playbook.models import Bullet
+
+SUPERSEDED = "superseded"
+LIVE = ("active", "proposed")
+# Replacements followed at most from one lesson: far more than any team chains by hand.
+MAX_CHAIN = 50
+
+
+def chain(session: Session, bullet: Bullet) -> list[str]:
+    """The ids that replace ``bullet``, nearest first (empty when it is not superseded)."""
+    found: list[str] = []
+    current = bullet
+    while current.status == SUPERSEDED and current.superseded_by and len(found) < MAX_CHAIN:
+        if current.superseded_by in found or current.superseded_by == bullet.id:
+            break  # an imported loop: stop where it closes
+        found.append(current.superseded_by)
+        following = session.get(Bullet, current.superseded_by)
+        if following is None:
+            break
+        current = following
+    return found
+
+
+def check(session: Session, old_id: str, new_id: str) -> Bullet:
+    """The lesson ``new_id`` names, when it may replace ``old_id``.
+
+    BulletNotFound (of the field ``by``) when there is none; InvalidTransition, saying what
+    to do instead, when it is ``old_id`` itself, is not live, or would close a cycle.
+    """
+    new = session.get(Bullet, new_id)
+    if new is None:
+        raise BulletNotFound(new_id, field="by")
+    if new.id == old_id:
+        raise InvalidTransition(f"{old_id} cannot supersede itself; name the lesson replacing it")
+    if new.status == SUPERSEDED:
+        after = chain(session, new)
+        if old_id in after:
+            path = " -> ".join([new.id, *after[: after.index(old_id) + 1]])
+            raise InvalidTransition(
+                f"{new.id} is superseded by {old_id} already ({path}): superseding {old_id} "
+                "by it would make a cycle"
+            )
+        raise InvalidTransition(
+            f"{new.id} is itself superseded by {new.superseded_by}; supersede {old_id} by "
+            "a live lesson"
+        )
+    if new.status not in LIVE:
+        raise InvalidTransition(
+            f"{new.id} is {new.status}: a lesson is superseded only by an active or proposed "
+            f"one; restore {new.id} first"
+        )
+    return new
+
+
+def superseded_by_it(session: Session, bullet_id: str) -> list[str]:
+    """The lessons ``bullet_id`` replaces now, oldest id first."""
+    rows = session.scalars(
+        select(Bullet.id).where(Bullet.superseded_by == bullet_id, Bullet.status == SUPERSEDED)
+    )
+    return sorted(rows, key=sort_key)
+
+
+def live_replacements(
+    session: Session, bullet_ids: Iterable[str], at: datetime | None = None
+) -> dict[str, str]:
+    """For each of ``bullet_ids`` superseded by ``at`` (default now), its live replacement.
+
+    The chain is followed to its end (pb-3 replaced by pb-9, itself replaced by pb-12: pb-12);
+    a lesson whose last replacement is not live, or that was superseded after ``at`` (a cite
+    made before the change), has none.
+    """
+    when = clock.to_utc(at) if at is not None else clock.now()
+    ids = list(dict.fromkeys(bullet_ids))
+    if not ids:
+        return {}
+    found: dict[str, str] = {}
+    superseded = session.scalars(
+        select(Bullet).where(Bullet.id.in_(ids), Bullet.status == SUPERSEDED)
+    )
+    for bullet in superseded:
+        if bullet.demoted_on is not None and clock.to_utc(bullet.demoted_on) > when:
+            continue
+        after = chain(session, bullet)
+        last = session.get(Bullet, after[-1]) if after else None
+        if last is not None and last.status in LIVE:
+            found[bullet.id] = last.id
+    return found
