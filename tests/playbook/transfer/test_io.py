@@ -232,7 +232,7 @@ def test_one_problem_is_one_sentence(engine: Engine, tmp_path: Path) -> None:
     refusal = refused(engine, path)
     assert str(refusal) == (
         "p.jsonl: line 2: status: 'retired' is not one of proposed, active, deprecated, "
-        "archived; nothing was imported"
+        "archived, superseded; nothing was imported"
     )
 
 
