@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.models import PullRequest, Retrieval, Revision, UsageEvent
+from playbook.search.retrieval import HELD_OUT
 
 # The revisions that take a lesson out of retrieval: demoted by a rejected PR or by hand, or
 # archived (pruned as unused, or a creation undone).
@@ -87,7 +88,9 @@ def weekly(session: Session, *, weeks: int = 12, now: datetime | None = None) ->
             func.min(Retrieval.at).label("first"),
             func.max(case((shown, 1), else_=0)).label("covered"),
         )
-        .where(Retrieval.ticket_key.is_not(None))
+        # A held-out ticket is shown nothing by design: as before its search was logged, it
+        # is not a ticket coverage counts.
+        .where(Retrieval.ticket_key.is_not(None), Retrieval.rank_by != HELD_OUT)
         .group_by(Retrieval.ticket_key)
         .having(func.min(Retrieval.at) >= bounds[0])
         .subquery()

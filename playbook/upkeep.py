@@ -14,6 +14,7 @@ from playbook.lessons import lifecycle
 from playbook.models import Bullet, Retrieval, UsageEvent
 from playbook.scopes import EVERYTHING, View
 from playbook.search import ranking
+from playbook.search.retrieval import HELD_OUT
 
 # The demoted_reason of a lesson the holdout measured as harmful.
 MEASURED_HARMFUL = "measured_harmful"
@@ -116,7 +117,10 @@ def stats(
         ).all()
     )
     tickets: dict[str, bool] = {}
-    for ticket_key, shown in session.execute(select(Retrieval.ticket_key, Retrieval.bullet_ids)):
+    searches = select(Retrieval.ticket_key, Retrieval.bullet_ids).where(
+        Retrieval.rank_by != HELD_OUT  # shown nothing by design: not a ticket coverage counts
+    )
+    for ticket_key, shown in session.execute(searches):
         if ticket_key and view.sees_ticket(ticket_key):
             tickets[ticket_key] = tickets.get(ticket_key, False) or bool(shown)
     loads, cites = events.get("loaded", 0), events.get("cited", 0)

@@ -87,6 +87,9 @@ def refresh(
         if held_out:
             # Logs only, as when no lesson fits: a lost one goes with the delivery's outcome.
             inbox.asynchronous_commit(session)
+            # Shown nothing by design; the text is kept so that a held-out ticket no lesson
+            # would have fitted still counts toward the playbook's gaps.
+            retrieval.record_held_out(session, ref.key, ticket, result.query_id)
             held = holdout.record_exposures(
                 session,
                 ref.key,
@@ -97,7 +100,9 @@ def refresh(
                 now=now,
             )
         else:
-            fit, body, shown = _prepare(session, ref, result, existing, markup, missing, settings)
+            fit, body, shown = _prepare(
+                session, ref, ticket, result, existing, markup, missing, settings
+            )
     if held_out:
         log.info(
             "%s is held out (holdout experiment): no comment; %d lessons would have been shown",
@@ -118,7 +123,7 @@ def refresh(
         comments.LESSONS,
         body,
         bullet_ids=shown,
-        after=lambda session, _id: _record_shown(session, ref, shown_hits, result.query_id),
+        after=lambda session, _id: _record_shown(session, ref, ticket, shown_hits, result.query_id),
     )
     if posted is None:
         log.info("lessons for %s unchanged; comment left as it is", ref.key)
@@ -127,10 +132,10 @@ def refresh(
 
 
 def _record_shown(
-    session: Session, ref: TicketRef, hits: list[retrieval.Hit], query_id: str
+    session: Session, ref: TicketRef, ticket: Ticket, hits: list[retrieval.Hit], query_id: str
 ) -> None:
     """The comment's lessons are on the ticket: loads, and the experiment's shown exposures."""
-    retrieval.record_shown(session, ref.key, hits, query_id)
+    retrieval.record_shown(session, ref.key, hits, query_id, ticket=ticket)
     holdout.record_if_shown(
         session, ref.key, [(hit.bullet_id, hit.rank) for hit in hits], query_id, "playbook-bot"
     )
@@ -139,6 +144,7 @@ def _record_shown(
 def _prepare(
     session: Session,
     ref: TicketRef,
+    ticket: Ticket,
     result: retrieval.SearchResult,
     existing: BotComment | None,
     markup: str,
@@ -153,7 +159,7 @@ def _prepare(
         # goes with them and it runs again.
         inbox.asynchronous_commit(session)
     if not fit:
-        retrieval.record_shown(session, ref.key, [], result.query_id)
+        retrieval.record_shown(session, ref.key, [], result.query_id, ticket=ticket)
         return False, "", []
     # Rendered without credentials too: the skipped effect keeps the text, so the
     # comment can be read and posted later exactly as it would have been.

@@ -22,11 +22,19 @@ from playbook.models import Bullet, Retrieval
 from playbook.outcomes import usage
 from playbook.search import ranking
 from playbook.search.sync import PROPOSED, SyncedIndex
-from playbook.search.text import Ticket, query_tokens
+from playbook.search.text import Ticket, query_tokens, synthesize_query
 
 # Non-feedback modes re-rank this many of the best BM25 matches: past that, a match is too
 # weak for usage to make it the right lesson.
 POOL = 50
+# What a ticket's search log keeps of it, so that tickets nobody had a lesson for can be grouped
+# into gaps: its summary, and the text searched (summary, the start of the description, labels),
+# both bounded, since a label list has no length limit of its own.
+TITLE_CHARS = 300
+TEXT_CHARS = 2_000
+# The `rank_by` of a held-out ticket's search log: it was shown nothing by design, so counts of
+# tickets and coverage leave it out, as they leave out the tickets that never had a search.
+HELD_OUT = "held_out"
 # Told the consumer and the seconds of each search. The service's metrics listen here, so
 # the domain stays free of any metrics library.
 search_listeners: list[Callable[[str, float], None]] = []
@@ -127,7 +135,7 @@ class Retriever(SyncedIndex):
         query_id = query_id or uuid.uuid4().hex
         hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
         if record:
-            _log(session, ticket.key, query_id, rank_by, hits)
+            _log(session, ticket.key, query_id, rank_by, hits, ticket if ticket.key else None)
         if record and hits:
             usage.record(
                 session,
@@ -345,7 +353,12 @@ def _hits(scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
 
 
 def _log(
-    session: Session, ticket_key: str | None, query_id: str, rank_by: str, hits: list[Hit]
+    session: Session,
+    ticket_key: str | None,
+    query_id: str,
+    rank_by: str,
+    hits: list[Hit],
+    ticket: Ticket | None = None,
 ) -> None:
     session.add(
         Retrieval(
@@ -354,19 +367,32 @@ def _log(
             rank_by=rank_by,
             bullet_ids=[hit.bullet_id for hit in hits],
             at=clock.now(),
+            title=ticket.summary[:TITLE_CHARS] if ticket else None,
+            text=searched_text(ticket) if ticket else None,
         )
     )
 
 
+def searched_text(ticket: Ticket) -> str:
+    """The text a ticket's search used, as its log keeps it (at most TEXT_CHARS)."""
+    return synthesize_query(ticket)[:TEXT_CHARS]
+
+
 def record_shown(
-    session: Session, ticket_key: str, hits: list[Hit], query_id: str, rank_by: str = "feedback"
+    session: Session,
+    ticket_key: str,
+    hits: list[Hit],
+    query_id: str,
+    rank_by: str = "feedback",
+    ticket: Ticket | None = None,
 ) -> int:
     """Record the lessons a ticket's comment shows as loads, each once per ticket.
 
     A ticket edited five times shows mostly the same lessons five times; counting them
-    again would reward being shown, not being useful. Returns how many were new.
+    again would reward being shown, not being useful. Returns how many were new. The log
+    keeps ``ticket``'s summary and searched text, for `playbook.gaps`.
     """
-    _log(session, ticket_key, query_id, rank_by, hits)
+    _log(session, ticket_key, query_id, rank_by, hits, ticket)
     if not hits:
         return 0
     events = usage.record(
@@ -380,6 +406,14 @@ def record_shown(
         dedup_keys=[_shown_key(ticket_key, hit.bullet_id) for hit in hits],
     )
     return len(events)
+
+
+def record_held_out(session: Session, ticket_key: str, ticket: Ticket, query_id: str) -> None:
+    """Log a held-out ticket's search: it was shown nothing, and its text is kept for gaps.
+
+    The lessons it would have been shown are the experiment's exposures, not part of this log.
+    """
+    _log(session, ticket_key, query_id, HELD_OUT, [], ticket)
 
 
 def record_shown_ids(

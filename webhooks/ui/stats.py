@@ -1,10 +1,11 @@
-"""The stats page of /ui: the loop per week as SVG charts, its totals, the holdout's report."""
+"""The stats page of /ui: the loop per week as SVG charts, its totals, the holdout, the gaps."""
 
 from __future__ import annotations
 
 from flask import render_template
 
-from playbook import activity, agents, db, stats_answer
+from playbook import activity, agents, clock, db, stats_answer
+from playbook.gaps import report as gaps_report
 from webhooks.runtime import runtime
 from webhooks.ui import access, charts
 
@@ -13,7 +14,7 @@ WEEKS = 12
 
 def stats() -> str:
     """Loads, cites, outcomes and demotions per week; coverage, cite rate, lessons by status;
-    the holdout experiment's report."""
+    the holdout experiment's report; the week's gaps (recurring tickets without a lesson)."""
     from playbook.experiment import report as holdout  # scipy, statsmodels: on first use
 
     minimum = runtime().settings.effect_min_tickets
@@ -26,11 +27,14 @@ def stats() -> str:
             effect_min_tickets=minimum,
         )
         experiment = holdout.build(session, min_tickets=minimum)
+        # The last week's gaps at the defaults of `playbook-bot gaps`.
+        gaps = gaps_report.find(session, now=clock.now())
     nonce = access.nonce()
     return render_template(
         "stats.html",
         report=report,
         experiment=experiment,
+        gaps=gaps,
         weeks=weeks,
         charts={
             "weekly": charts.weekly_chart(weeks, nonce=nonce),
