@@ -241,6 +241,13 @@ class Settings(BaseSettings):
         validation_alias="PLAYBOOK_AGENT_LOGINS",
         description="GitHub logins of agents whose closing of their own PR counts as rejection.",
     )
+    superseded_cites_count_for_replacement: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_SUPERSEDED_CITES_COUNT_FOR_REPLACEMENT",
+        description="A cite of a superseded lesson also counts as a cite of the lesson that "
+        "replaced it (its usage and, in a PR, its rating); by default it counts only for the "
+        "old lesson.",
+    )
     # Scheduled upkeep inside `serve` and `worker` (crontab syntax, UTC).
     scheduler_enabled: bool = Field(True, validation_alias="PLAYBOOK_SCHEDULER")
     prune_schedule: str = Field("0 3 * * *", validation_alias="PLAYBOOK_PRUNE_SCHEDULE")

@@ -51,9 +51,10 @@ and pull requests, ranked for the task at hand.
 3. When you learn something a later task should know (a pitfall, a convention, a fix that
    worked), call `propose_lesson` with one short, self-contained lesson and `learned_from` set
    to the ticket key. It stays proposed until a maintainer approves it or the PR merges; a
-   near-duplicate of an existing lesson creates nothing and names the existing one instead.
+   near-duplicate of an existing lesson creates nothing and names the existing one instead,
+   and one much like an existing lesson names it in `similar_to`.
 
-Tools never approve, edit, deprecate or restore lessons: maintainers do that.
+Tools never approve, edit, deprecate, supersede or restore lessons: maintainers do that.
 """
 
 
@@ -242,7 +243,14 @@ def build_server(
         """Record that lessons were loaded or cited for a ticket; each counts once per ticket."""
         return write(
             ctx,
-            lambda session, caller: agents.record_usage(session, caller, ticket, lesson_ids, kind),
+            lambda session, caller: agents.record_usage(
+                session,
+                caller,
+                ticket,
+                lesson_ids,
+                kind,
+                credit_replacement=settings.superseded_cites_count_for_replacement,
+            ),
         )
 
     @server.tool(
@@ -268,7 +276,8 @@ def build_server(
         """Propose a lesson learned (status proposed until approved or its PR merges).
 
         A near-duplicate of a live lesson creates nothing: ``created`` is false and
-        ``duplicate_of`` names the existing lesson.
+        ``duplicate_of`` names the existing lesson. A lesson much like a live one is created,
+        and ``similar_to`` names that one, for a maintainer to supersede.
         """
         return write(
             ctx,

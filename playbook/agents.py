@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from playbook import clock
 from playbook.errors import BulletNotFound, PlaybookError
 from playbook.experiment import holdout
-from playbook.lessons import checks, fields, lifecycle
+from playbook.lessons import checks, fields, lifecycle, replacements
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.outcomes import usage
 from playbook.repos import stored
@@ -44,7 +44,7 @@ EVENTS_SHOWN = 20
 _CURSOR = re.compile(r"[A-Za-z0-9_-]*")
 Role = Literal["maintainer", "agent"]
 Kind = Literal["loaded", "cited"]
-Status = Literal["proposed", "active", "deprecated", "archived"]
+Status = Literal["proposed", "active", "deprecated", "archived", "superseded"]
 
 
 def _text_time(value: object) -> object:
@@ -113,6 +113,9 @@ class Lesson(BaseModel):
     last_cited_at: datetime | None
     demoted_on: datetime | None
     demoted_reason: str | None
+    superseded_by: str | None = Field(
+        None, description="The lesson that replaces this one, while its status is superseded."
+    )
 
 
 class RevisionEntry(BaseModel):
@@ -139,6 +142,9 @@ class UsageEntry(BaseModel):
 class LessonDetail(Lesson):
     """A lesson with its latest revisions and usage events, newest first."""
 
+    supersedes: list[str] = Field(
+        default_factory=list, description="The lessons this one replaces (superseded by it)."
+    )
     revisions: list[RevisionEntry]
     events: list[UsageEntry]
     effect: dict[str, Any] | None = Field(
@@ -188,12 +194,24 @@ class UsageAnswer(BaseModel):
     discounted: dict[str, int] = {}
 
 
+class SimilarLesson(BaseModel):
+    """A live lesson sharing many words with a new one: perhaps one it should supersede."""
+
+    id: str
+    overlap: float = Field(description="Share of words shared with the new lesson.")
+
+
 class ProposeAnswer(BaseModel):
     """A new proposed lesson, or the live lesson it nearly duplicates (nothing created)."""
 
     created: bool
     duplicate_of: str | None = Field(description="The near-duplicate that already exists.")
     overlap: float | None = Field(description="Share of words shared with the duplicate.")
+    similar_to: SimilarLesson | None = Field(
+        None,
+        description="Created, but much like this live lesson: a maintainer may supersede it "
+        "(POST /api/v1/lessons/{id}/supersede) instead of keeping both.",
+    )
     lesson: Lesson
 
 
@@ -234,6 +252,7 @@ def lesson(bullet: Bullet) -> Lesson:
         last_cited_at=bullet.last_cited_at,
         demoted_on=bullet.demoted_on,
         demoted_reason=bullet.demoted_reason,
+        superseded_by=bullet.superseded_by,
     )
 
 
@@ -269,6 +288,7 @@ def get_lesson(
     )
     return LessonDetail(
         **lesson(bullet).model_dump(),
+        supersedes=replacements.superseded_by_it(session, bullet.id, caller.view.lessons()),
         revisions=[
             RevisionEntry(id=r.id, action=r.action, actor=r.actor, at=r.at, reason=r.reason)
             for r in revisions
@@ -362,9 +382,19 @@ def search(
 
 
 def record_usage(
-    session: Session, caller: Caller, ticket: str, lesson_ids: list[str], kind: str
+    session: Session,
+    caller: Caller,
+    ticket: str,
+    lesson_ids: list[str],
+    kind: str,
+    *,
+    credit_replacement: bool = False,
 ) -> UsageAnswer:
-    """Record that lessons were loaded or cited for work on ``ticket``, each once per ticket."""
+    """Record that lessons were loaded or cited for work on ``ticket``, each once per ticket.
+
+    ``credit_replacement`` (PLAYBOOK_SUPERSEDED_CITES_COUNT_FOR_REPLACEMENT): a cite of a
+    superseded lesson cites its replacement too, and ``recorded`` counts both.
+    """
     if kind not in ("loaded", "cited"):
         raise fields.FieldProblem("kind", f"must be loaded or cited, not {kind!r}")
     key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS, required=True)
@@ -376,7 +406,13 @@ def record_usage(
         )
     ids = list(dict.fromkeys(visible(session, caller, i).id for i in lesson_ids))
     events = usage.record_once(
-        session, kind, ids, ticket_key=key, consumer=caller.actor, source=caller.actor
+        session,
+        kind,
+        ids,
+        ticket_key=key,
+        consumer=caller.actor,
+        source=caller.actor,
+        credit_replacement=credit_replacement,
     )
     tally = usage.Tally()
     tally.add(events)
@@ -387,6 +423,21 @@ def record_usage(
         recorded=tally.recorded,
         counted=tally.counted,
         discounted=tally.discounted or {},
+    )
+
+
+def record_event(
+    session: Session,
+    caller: Caller,
+    event: usage.AgentEvent,
+    *,
+    credit_replacement: bool = False,
+) -> list[UsageEvent]:
+    """Record one reported event as the caller's: each lesson it names must be visible to it."""
+    for bullet_id in event.bullet_ids:
+        visible(session, caller, bullet_id)
+    return usage.record_agent_event(
+        session, event, source=caller.actor, credit_replacement=credit_replacement
     )
 
 
@@ -422,6 +473,8 @@ def propose(
         created=result.created,
         duplicate_of=None if result.created else result.bullet.id,
         overlap=None if result.created else round(result.overlap, 6),
+        # Compared within the scope the lesson went to, which the caller may read.
+        similar_to=SimilarLesson(**vars(result.similar)) if result.similar else None,
         lesson=lesson(result.bullet),
     )
 
@@ -445,8 +498,25 @@ def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> 
     return Change(changed=change.changed, lesson=lesson(change.bullet))
 
 
+def supersede(
+    session: Session, caller: Caller, bullet_id: str, by: str, reason: str | None
+) -> Change:
+    """Mark a lesson superseded by the live lesson ``by`` (maintainers only); `restore`
+    undoes it."""
+    caller.require_maintainer("supersede")
+    bullet = visible(session, caller, bullet_id)
+    try:
+        new = visible(session, caller, fields.bullet_id(by, "by"))
+    except BulletNotFound as missing:
+        raise BulletNotFound(missing.bullet_id, field="by") from None
+    change = lifecycle.supersede(
+        session, bullet.id, new.id, actor=caller.actor, reason=_reason(reason)
+    )
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
+
+
 def restore(session: Session, caller: Caller, bullet_id: str, reason: str | None) -> Change:
-    """Bring a deprecated or archived lesson back to active (maintainers only)."""
+    """Bring a deprecated, archived or superseded lesson back to active (maintainers only)."""
     caller.require_maintainer("restore")
     bullet = visible(session, caller, bullet_id)
     change = lifecycle.restore(session, bullet.id, actor=caller.actor, reason=_reason(reason))

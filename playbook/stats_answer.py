@@ -13,7 +13,7 @@ from playbook import upkeep
 if TYPE_CHECKING:
     from playbook.agents import Caller
 
-Status = Literal["proposed", "active", "deprecated", "archived"]
+Status = Literal["proposed", "active", "deprecated", "archived", "superseded"]
 
 
 class LessonCounts(BaseModel):

@@ -493,13 +493,13 @@ def post_usage() -> Response:
             field="Idempotency-Key",
         )
     tally = usage.Tally()
+    credit = runtime().settings.superseded_cites_count_for_replacement
     try:
         with db.transaction(runtime().engine) as session:
             for position, event in enumerate(events, start=1):
                 try:
-                    for bullet_id in event.bullet_ids:
-                        agents.visible(session, caller, bullet_id)
-                    tally.add(usage.record_agent_event(session, event, source=caller.actor))
+                    new = agents.record_event(session, caller, event, credit_replacement=credit)
+                    tally.add(new)
                 except PlaybookError as problem:
                     raise _Rejected(position, problem) from None
     except _Rejected as rejected:

@@ -77,6 +77,7 @@ def record(
             query_id=query_id,
             # A report like an agent's: it weighs what playbook/outcomes/self_reports.py allows.
             source=ctx.actor,
+            credit_replacement=ctx.settings.superseded_cites_count_for_replacement,
         )
         tally = usage.Tally()
         tally.add(events)

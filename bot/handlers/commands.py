@@ -137,7 +137,13 @@ def github_comment(event: Event, services: Services) -> None:
             tickets = tracking.tickets_of(session, ref.key)
             # The bot's AGENTS.md sync PR names lessons without having used them: no cites.
             if not syncs.is_sync_number(session, repo, data.issue.number):
-                cited = cite_later(session, ref.key, data.comment.body, "comment")
+                cited = cite_later(
+                    session,
+                    ref.key,
+                    data.comment.body,
+                    "comment",
+                    credit_replacement=services.settings.superseded_cites_count_for_replacement,
+                )
         if tickets:
             learned_from = ticket = tickets[0]
     found = commands_in(data.comment.body)
@@ -171,7 +177,10 @@ def github_review(event: Event, services: Services) -> None:
     review = data.review if event.name == "pull_request_review" else None
     with db.transaction(services.engine) as session:
         sync_pr = syncs.is_sync_number(session, data.repository.full_name, data.pull_request.number)
-        cited = 0 if sync_pr else cite_later(session, key, body, "review")
+        credit = services.settings.superseded_cites_count_for_replacement
+        cited = (
+            0 if sync_pr else cite_later(session, key, body, "review", credit_replacement=credit)
+        )
         requested = counted = False
         if review is not None and review.id is not None and review.state:
             requested = review.state.lower() == experiment_outcomes.CHANGES_REQUESTED

@@ -74,7 +74,13 @@ def apply_pull_request(
     own = repo_settings.effective(services, seen.repo, seen.installation_id)
     with db.transaction(services.engine) as session:
         recorded = evidence.record(
-            session, seen, body, written_at=written_at, comments=comments, scope=own.scope
+            session,
+            seen,
+            body,
+            written_at=written_at,
+            comments=comments,
+            scope=own.scope,
+            credit_replacement=services.settings.superseded_cites_count_for_replacement,
         )
         # Every action, not only closings: an opened PR makes its tickets "open", a link added
         # by an edit brings a merge already stored. From the truth, so redeliveries agree.

@@ -78,4 +78,5 @@ def cite_commits(services: Services, seen: PullRequestState) -> None:
     if not done or not found:
         return
     with db.transaction(services.engine) as session:
-        cite_later(session, seen.key, "\n".join(found), "commit")
+        credit = services.settings.superseded_cites_count_for_replacement
+        cite_later(session, seen.key, "\n".join(found), "commit", credit_replacement=credit)

@@ -224,7 +224,7 @@ def add(
         return AddResult(bullet=get(session, closest[0]), created=False, overlap=closest[1])
     similar = None
     if closest is not None and closest[1] >= SIMILAR_OVERLAP:
-        similar = Similar(closest[0], round(closest[1], 6))
+        similar = Similar(closest[0], round(closest[1], 3))
     number = (session.scalar(select(func.max(Bullet.number))) or 0) + 1
     now = clock.now()
     bullet = Bullet(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from playbook import clock
@@ -70,10 +70,12 @@ def check(session: Session, old_id: str, new_id: str) -> Bullet:
     return new
 
 
-def superseded_by_it(session: Session, bullet_id: str) -> list[str]:
-    """The lessons ``bullet_id`` replaces now, oldest id first."""
+def superseded_by_it(session: Session, bullet_id: str, *where: ColumnElement[bool]) -> list[str]:
+    """The lessons ``bullet_id`` replaces now (those matching ``where`` too), by id."""
     rows = session.scalars(
-        select(Bullet.id).where(Bullet.superseded_by == bullet_id, Bullet.status == SUPERSEDED)
+        select(Bullet.id).where(
+            Bullet.superseded_by == bullet_id, Bullet.status == SUPERSEDED, *where
+        )
     )
     return sorted(rows, key=sort_key)
 
