@@ -12,7 +12,7 @@ from bot.handlers.context import Ignored
 from bot.handlers.pull_news import apply_pull_request
 from bot.services import Services
 from playbook import clock
-from playbook.outcomes import links
+from playbook.outcomes import links, revert_signals
 from playbook.outcomes.pull_outcome import Closer
 from playbook.outcomes.tracking import PullRequestState
 from playbook.repos.syncs import BRANCH
@@ -80,6 +80,8 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
             closed_at=clock.to_utc(pull.closed_at) if pull.closed_at else None,
             merged_at=clock.to_utc(pull.merged_at) if pull.merged_at else None,
             installation_id=installation_id,
+            head_sha=revert_signals.commit_sha(pull.head.sha if pull.head else None),
+            merge_commit_sha=revert_signals.commit_sha(pull.merge_commit_sha),
         )
         closer = None
         if state == "closed":
@@ -100,6 +102,7 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
                 closer,
                 written_at=written_at(pull),
                 comments=comments_while_open(pull, seen),
+                merger=lambda pull=pull: merged_by(pull),
             )
         except Ignored as why:
             report.ignored.append(str(why))
@@ -109,6 +112,16 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
         else:
             report.closed_unmerged += 1
     return report
+
+
+def merged_by(pull: Any) -> Closer:
+    """Who merged a PR: the pulls list leaves it out, so PyGithub reads the PR (one call)."""
+    by = pull.merged_by
+    return Closer(
+        login=by.login if by else None,
+        is_bot=bool(by and by.type == "Bot"),
+        opener=pull.user.login if pull.user else None,
+    )
 
 
 def written_at(pull: Any) -> datetime | None:

@@ -293,8 +293,14 @@ class LiveEffects:
     def commit_messages(self, ref: TicketRef) -> list[str]:
         """The messages of the pull request's commits, as GitHub lists them."""
         client = self.github.for_installation(ref.installation_id)
-        pull = client.get_repo(ref.repo or "").get_pull(ref.number or 0)
-        return [commit.commit.message for commit in pull.get_commits()]
+        try:
+            pull = client.get_repo(ref.repo or "").get_pull(ref.number or 0)
+            return [commit.commit.message for commit in pull.get_commits()]
+        except GithubException as error:
+            # The PR is gone: no commits to read (a retry would not help).
+            if error.status == 404:
+                return []
+            raise
 
     def jira_comment(
         self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen

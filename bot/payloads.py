@@ -41,6 +41,8 @@ Number = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
 BigId = Annotated[int, Field(strict=True, ge=1, le=2**63 - 1)]
 # owner/name as GitHub allows them (owners: letters, digits, hyphens; names add . and _).
 RepoName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")]
+# A git commit id: SHA-1 (40 hex digits) or SHA-256 (64).
+CommitSha = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")]
 # GitHub logins, and App bots as `name[bot]`.
 Login = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}(\[bot\])?$")]
 # Atlassian's project keys: a letter, then letters, digits or underscores; then the number.
@@ -127,9 +129,10 @@ class Comment(Model):
 
 
 class Ref(Model):
-    """A branch of a PR."""
+    """A branch of a PR, and the commit it points at (what ``This reverts commit`` names)."""
 
     ref: Title = ""
+    sha: CommitSha | None = None
 
 
 class PullRequest(Model):
@@ -147,6 +150,9 @@ class PullRequest(Model):
     html_url: Url | None = None
     labels: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
     user: User | None = None
+    # Set once merged: the merge, squash or last rebased commit, and who merged it.
+    merge_commit_sha: CommitSha | None = None
+    merged_by: User | None = None
 
 
 class IssuesEvent(Model):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -13,7 +13,7 @@ from bot.effects import TicketRef
 from bot.handlers.context import Ignored, effect
 from playbook import db
 from playbook.experiment import outcomes as experiment_outcomes
-from playbook.outcomes import evidence, pull_outcome
+from playbook.outcomes import evidence, pull_outcome, reverts
 from playbook.outcomes.pull_outcome import Access, Closer, Need, PullFacts, Step
 from playbook.outcomes.tracking import PullRequestState
 
@@ -60,6 +60,7 @@ def apply_pull_request(
     *,
     written_at: datetime | None = None,
     comments: Sequence[tuple[str | None, datetime | None]] = (),
+    merger: Callable[[], Closer] | None = None,
 ) -> None:
     """What any news about a PR means: links, captured lessons, cites, and its outcome.
 
@@ -68,7 +69,8 @@ def apply_pull_request(
     times, so each cite is recorded when it was made, before the outcome settles it.
     The outcome is ``pull_outcome.decide``'s; an outside fact it needs is gathered here,
     and ``pull_outcome.apply`` applies it once per closing. Raises Ignored when the
-    closing does not count.
+    closing does not count. ``merger`` says who merged the PR when ``closer`` is not
+    given (backfill: the pulls list does not), asked only for a revert's merge.
     """
     # The repository's settings file may name its lessons scope and its demotion policy.
     own = repo_settings.effective(services, seen.repo, seen.installation_id)
@@ -82,6 +84,8 @@ def apply_pull_request(
             scope=own.scope,
             credit_replacement=services.settings.superseded_cites_count_for_replacement,
         )
+        # Before the refresh: a revert is no attempt at the ticket its title quotes.
+        reverted = reverts.note(session, seen, body, news=recorded.news)
         # Every action, not only closings: an opened PR makes its tickets "open", a link added
         # by an edit brings a merge already stored. From the truth, so redeliveries agree.
         experiment_outcomes.refresh(session, recorded.tickets)
@@ -103,8 +107,17 @@ def apply_pull_request(
         policy=own.settings.demote_policy or settings.demote_policy,
         labels=tuple(labels),
         review_label=settings.review_label,
+        reverts=reverted,
     )
     verdict = pull_outcome.decide(facts)
+    if recorded.state == "merged" and verdict.step not in (Step.WAIT, Step.APPLIED):
+        if reverted is None:
+            # Neither body nor branch names a reverted PR: git's own text in the commits may.
+            reverted = reverted_in_commits(services, seen)
+        if reverted is not None and closer is None and merger is not None:
+            closer = merger()
+        facts = replace(facts, reverts=reverted, closer=closer or Closer(None))
+        verdict = pull_outcome.decide(facts)
     while verdict.step is Step.ASK:
         if verdict.need is Need.ACCESS:
             facts = replace(facts, access=closer_access(services, seen, facts.closer.login or ""))
@@ -121,6 +134,7 @@ def apply_pull_request(
         raise Ignored(verdict.reason)
     with db.transaction(services.engine) as session:
         outcome = pull_outcome.apply(session, verdict)
+        changes = reverts.follow(session, seen.key, bot=verdict.bot) if outcome else []
     if outcome is None:
         return  # another worker applied it meanwhile
     log.info(
@@ -132,4 +146,33 @@ def apply_pull_request(
         outcome.approved or "none",
         outcome.settled,
         f"; kept {outcome.kept_because}" if outcome.kept_because else "",
+    )
+    for change in changes:
+        log_revert(change)
+
+
+def reverted_in_commits(services: Services, seen: PullRequestState) -> str | None:
+    """Link a merged PR to the merged PR its commits revert, reading them once (one API call)."""
+    ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
+    done, found = effect(services, ref, "read_commits", lambda: services.out.commit_messages(ref))
+    if not done or not found:
+        return None
+    with db.transaction(services.engine) as session:
+        return reverts.link_commits(session, seen.key, found)
+
+
+def log_revert(change: reverts.RevertChange) -> None:
+    """One line per PR whose revert came or went, naming both PRs."""
+    if change.now is not None:
+        what = f"reverted by {change.now}"
+    else:
+        what = f"no longer reverted: {change.was} was reverted"
+    log.info(
+        "%s %s: demoted %s, restored %s, %d cites settled%s",
+        change.pull,
+        what,
+        change.demoted or "none",
+        change.restored or "none",
+        change.settled,
+        f"; kept {change.kept_because}" if change.kept_because else "",
     )

@@ -37,6 +37,8 @@ def pr_state(data: payloads.PullRequestEvent, installation_id: int | None) -> Pu
         closed_at=clock.to_utc(pr.closed_at) if pr.closed_at else None,
         merged_at=clock.to_utc(pr.merged_at) if pr.merged_at else None,
         installation_id=installation_id,
+        head_sha=pr.head.sha.lower() if pr.head and pr.head.sha else None,
+        merge_commit_sha=pr.merge_commit_sha.lower() if pr.merge_commit_sha else None,
     )
 
 
@@ -60,9 +62,11 @@ def pull_request_changed(event: Event, services: Services) -> None:
     ):
         # The bot's own AGENTS.md PR is no agent's work: its ids are no cites, nor its outcome.
         raise Ignored("the bot's AGENTS.md sync PR is not agent work")
+    # Who closed it, or who merged it (a revert's merge needs write access, as a closing).
+    by = pr.merged_by if seen.state == "merged" and pr.merged_by else data.sender
     closer = Closer(
-        login=data.sender.login if data.sender else None,
-        is_bot=bool(data.sender and data.sender.type == "Bot"),
+        login=by.login if by else None,
+        is_bot=bool(by and by.type == "Bot"),
         opener=pr.user.login if pr.user else None,
     )
     apply_pull_request(services, seen, pr.body, [label.name for label in pr.labels], closer)

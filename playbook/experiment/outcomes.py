@@ -12,6 +12,9 @@ seen leaves the same row.
 - ``closed``: every linked PR closed unmerged.
 - None: no PR is linked (yet).
 
+A reverted PR counts as closed unmerged (the team undid its work), and a revert, which names
+the reverted PR's ticket in its title, counts for nothing: neither is a merge of the ticket.
+
 Only ``merged`` and ``closed`` are outcomes in the report; ``open`` tickets and those without
 a PR count as tickets but not as tickets with an outcome.
 """
@@ -55,6 +58,11 @@ def decide(pulls: Iterable[PullRequest], reviews: Iterable[datetime]) -> Outcome
     states = []
     merges = []
     for pull in pulls:
+        if pull.reverts is not None:
+            continue  # a revert is no attempt at the ticket
+        if pull.state == "merged" and pull.reverted_by is not None:
+            states.append("closed")
+            continue
         states.append(pull.state)
         if pull.state == "merged":
             # A merged PR stored without its time: its closing (or last update) is the best

@@ -17,6 +17,9 @@ from playbook.outcomes.tracking import PullRequestState
 # Why the bot soft-deprecated a lesson: a PR for its ticket closed unmerged. Only a lesson
 # demoted for this reason comes back when a later PR for the ticket merges.
 DEMOTED_UNMERGED = "pr_closed_unmerged"
+# Why the bot deprecated a lesson of a reverted PR: ``reverted (owner/repo#M)``. A later PR for
+# the ticket merging brings it back too (the work landed again), as reverting the revert does.
+DEMOTED_REVERTED = "reverted ("
 
 
 class DemotePolicy(StrEnum):
@@ -74,7 +77,10 @@ class PullFacts:
     review_label: str = "needs-human-review"
     access: Access | None = None
     ticket_flagged: bool | None = None
-    bot: str = ACTOR  # who the bot is: its own revisions are not a person's decision
+    bot: str = ACTOR
+    # The PR this one reverts (owner/repo#n), when a signal names one: its merge then needs
+    # a merger with write access, as a closing does (``closer`` is then who merged it).
+    reverts: str | None = None  # who the bot is: its own revisions are not a person's decision
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ def closer_refusal(facts: PullFacts) -> str | Need | None:
     """
     login = facts.closer.login
     if not login:
-        return "who closed it is unknown"
+        return f"who {'merged' if facts.seen.state == 'merged' else 'closed'} it is unknown"
     own = login == facts.closer.opener
     if own and (facts.closer.is_bot or login.lower() in {a.lower() for a in facts.agents}):
         return None
@@ -148,12 +154,14 @@ def decide(facts: PullFacts) -> Verdict:
     if facts.applied == verdict.key:
         return replace(verdict, step=Step.APPLIED)
     merged = seen.state == "merged"
-    if not merged:
+    # A merge needs no one's say, except a revert's: it undoes another PR's outcome.
+    if not merged or facts.reverts is not None:
         refused = closer_refusal(facts)
         if isinstance(refused, Need):
             return replace(verdict, step=Step.ASK, need=refused)
         if refused is not None:
-            why = f"{seen.key} closed without merge, but {refused}; outcome not applied"
+            what = f"reverts {facts.reverts}" if merged else "closed without merge"
+            why = f"{seen.key} {what}, but {refused}; outcome not applied"
             return replace(verdict, step=Step.IGNORED, reason=why)
     if facts.policy is DemotePolicy.ALWAYS:
         demote = True
@@ -204,8 +212,9 @@ def judge(lesson: LessonFacts, merged: bool, demote: bool) -> LessonVerdict:
     """What a PR's outcome does to one lesson learned from its tickets.
 
     Merged: a proposed lesson becomes active, one demoted because an earlier PR for the
-    ticket closed unmerged comes back. Closed unmerged (with ``demote``): unless another
-    PR for the ticket is open or merged, an active or proposed lesson is soft-deprecated.
+    ticket closed unmerged, or was reverted, comes back. Closed unmerged (with ``demote``):
+    unless another PR for the ticket is open or merged (and not reverted), an active or
+    proposed lesson is soft-deprecated.
     A person's later change wins, and a lesson captured from another PR's Lessons section
     follows that PR, not this one.
     """
@@ -217,7 +226,10 @@ def judge(lesson: LessonFacts, merged: bool, demote: bool) -> LessonVerdict:
     if merged:
         if lesson.status == "proposed":
             return LessonVerdict(lesson.bullet_id, Move.APPROVE)
-        if lesson.status == "deprecated" and lesson.demoted_reason == DEMOTED_UNMERGED:
+        reason = lesson.demoted_reason or ""
+        if lesson.status == "deprecated" and (
+            reason == DEMOTED_UNMERGED or reason.startswith(DEMOTED_REVERTED)
+        ):
             return LessonVerdict(lesson.bullet_id, Move.RESTORE)
         return LessonVerdict(lesson.bullet_id, Move.NONE)
     if lesson.alive:
@@ -258,9 +270,12 @@ def settle(
     outcome = Outcome()
     merged = pull.state == "merged"
     reason = f"{pull.key} {'merged' if merged else 'closed without merge'}"
-    for ticket in tracking.tickets_of(session, pull.key):
+    # A revert's tickets are the reverted PR's (its title quotes it): its own outcome moves
+    # none of their lessons; a reverted PR's are moved by its revert (``reverts.follow``).
+    tickets = [] if pull.reverts or pull.reverted_by else tracking.tickets_of(session, pull.key)
+    for ticket in tickets:
         others = [p for p in tracking.pulls_of(session, ticket) if p.key != pull.key]
-        alive = tuple(p.key for p in others if p.state in ("open", "merged"))
+        alive = tuple(p.key for p in others if tracking.alive(p))
         for bullet in tracking.learned_from(session, ticket):
             by_hand = evidence_at is not None and tracking.changed_by_hand_since(
                 session, bullet.id, evidence_at, bot
@@ -272,7 +287,7 @@ def settle(
                 status=bullet.status,
                 demoted_reason=bullet.demoted_reason,
                 changed_by_hand=by_hand,
-                own_pull=(source.key, source.state) if source is not None else None,
+                own_pull=(source.key, _state(source)) if source is not None else None,
                 alive=alive,
             )
             verdict = judge(lesson, merged, demote)
@@ -294,9 +309,15 @@ def settle(
                 )
                 if change.changed:
                     outcome.demoted.append(bullet.id)
-    outcome.settled = usage.settle(session, tracking.cites_in(session, pull.key), merged)
+    success = merged and pull.reverted_by is None
+    outcome.settled = usage.settle(session, tracking.cites_in(session, pull.key), success)
     session.flush()
     return outcome
+
+
+def _state(pull: PullRequest) -> str:
+    # A reverted PR merged, but what it brought was undone: it vouches for nothing.
+    return "reverted" if pull.reverted_by else pull.state
 
 
 def apply(session: Session, verdict: Verdict) -> Outcome | None:

@@ -29,6 +29,9 @@ class PullRequestState:
     closed_at: datetime | None = None
     merged_at: datetime | None = None
     installation_id: int | None = None
+    # The commits a revert names ("This reverts commit <sha>"), as lower case hex.
+    head_sha: str | None = None
+    merge_commit_sha: str | None = None
 
 
 def observe(session: Session, seen: PullRequestState) -> tuple[PullRequest, bool]:
@@ -63,6 +66,9 @@ def observe(session: Session, seen: PullRequestState) -> tuple[PullRequest, bool
     pull.closed_at = seen.closed_at
     pull.merged_at = seen.merged_at
     pull.installation_id = seen.installation_id or pull.installation_id
+    # A payload without them (an older caller, a trimmed test payload) keeps what is known.
+    pull.head_sha = seen.head_sha or pull.head_sha
+    pull.merge_commit_sha = seen.merge_commit_sha or pull.merge_commit_sha
     pull.source_updated_at = seen.updated_at
     pull.updated_at = now
     session.flush()
@@ -105,6 +111,17 @@ def pulls_of(session: Session, ticket_key: str) -> list[PullRequest]:
             .order_by(PullRequest.key)
         )
     )
+
+
+def alive(pull: PullRequest) -> bool:
+    """Whether a PR still stands for its ticket: open, or merged and not reverted.
+
+    A revert is no work on the ticket it names (its title quotes the reverted PR's), so it
+    never keeps the ticket's lessons.
+    """
+    if pull.reverts is not None:
+        return False
+    return pull.state == "open" or (pull.state == "merged" and pull.reverted_by is None)
 
 
 def learned_from(session: Session, ticket_key: str) -> list[Bullet]:

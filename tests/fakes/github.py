@@ -92,8 +92,13 @@ class FakeGitHub(GitRoutes, FakeServer):
         return issue
 
     def add_pull(self, full_name: str, number: int, *, title: str, body: str = "", **extra: Any):
-        """A pull request; also an issue, as on GitHub (whose ``closed_by`` names the closer)."""
+        """A pull request; also an issue, as on GitHub (whose ``closed_by`` names the closer).
+
+        ``merged_by`` is a login, as the single-PR endpoint shows it; GitHub's list of PRs
+        leaves it out, and so does this fake's.
+        """
         closed_by = extra.pop("closed_by", None)
+        merged_by = extra.pop("merged_by", None)
         issue = self.add_issue(full_name, number, title, body)
         if closed_by is not None:
             issue["closed_by"] = {"login": closed_by, "type": "User"}
@@ -108,7 +113,11 @@ class FakeGitHub(GitRoutes, FakeServer):
             "closed_at": extra.pop("closed_at", None),
             "updated_at": extra.pop("updated_at", _iso(datetime.now(UTC))),
             "labels": [{"name": name} for name in extra.pop("labels", [])],
-            "head": {"ref": extra.pop("head_ref", f"feature-{number}"), "sha": "abc"},
+            "head": {
+                "ref": extra.pop("head_ref", f"feature-{number}"),
+                "sha": extra.pop("head_sha", f"{number:040x}"),
+            },
+            "merge_commit_sha": extra.pop("merge_commit_sha", None),
             "base": {"ref": "main", "repo": self.repos[full_name]},
             "user": {"login": extra.pop("user", "agent-bot")},
             "url": f"{self.url}/repos/{full_name}/pulls/{number}",
@@ -116,6 +125,8 @@ class FakeGitHub(GitRoutes, FakeServer):
             "issue_url": f"{self.url}/repos/{full_name}/issues/{number}",
             **extra,
         }
+        if merged_by is not None:
+            pull["_merged_by"] = {"login": merged_by, "type": "User"}
         self.pulls[(full_name, number)] = pull
         return pull
 
@@ -287,12 +298,17 @@ class FakeGitHub(GitRoutes, FakeServer):
             pulls.sort(
                 key=lambda p: p["updated_at"], reverse=request.args.get("direction") != "asc"
             )
-            return _page(pulls)
+            return _page([_public(p) for p in pulls])
 
         @app.get("/repos/<owner>/<name>/pulls/<int:number>")
         def get_pull(owner: str, name: str, number: int) -> Any:
             pull = self.pulls.get((f"{owner}/{name}", number))
-            return pull if pull else not_found
+            if not pull:
+                return not_found
+            shown = _public(pull)
+            if "_merged_by" in pull:
+                shown["merged_by"] = pull["_merged_by"]
+            return shown
 
         @app.get("/repos/<owner>/<name>/pulls/<int:number>/commits")
         def pull_commits(owner: str, name: str, number: int) -> Any:
