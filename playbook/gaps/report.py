@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, and_, case, cast, func, or_, select
+from sqlalchemy import String, and_, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from playbook.errors import InvalidInput
 from playbook.experiment.assignment import canonical
 from playbook.gaps import grouping
 from playbook.models import ExperimentExposure, Retrieval
+from playbook.scopes import View
 
 DAYS = 7
 MINIMUM = 3
@@ -64,7 +65,7 @@ class Report:
     minimum: int
     since: datetime
     threshold: float
-    tickets: int  # recent tickets searched for (those looked at, at most MAX_TICKETS)
+    tickets: int  # recent tickets searched for, in the scope (of the newest MAX_TICKETS)
     without_lessons: int  # of those, the ones no lesson fitted
     capped: bool  # more recent tickets than MAX_TICKETS: the oldest were left out
     gaps: list[Gap]
@@ -90,21 +91,27 @@ def find(
     """The groups of at least ``minimum`` recent tickets without a lesson (see the module).
 
     ``scope`` (a repository or Jira project) keeps only its tickets, as an agent bound to it
-    sees: the weights and groups are then made from its tickets alone.
+    sees. Every recent ticket still teaches the weights (how common each word is): a scope's
+    few tickets alone cannot tell a template's words from the words of its recurring problem,
+    and weights show nothing of another scope's tickets.
     """
     check(days, minimum)
     since = now - timedelta(days=days)
-    recent = _recent(session, since, scope)
-    texts = _texts(session, since, scope, {key for key, *_ in recent})
+    view = View(scope=scope)
+    recent = _recent(session, since)
+    texts = _texts(session, since, {key for key, *_ in recent})
     held = _held_with_lessons(session, [key for key, _, covered in recent if not covered])
     open_tickets: list[tuple[grouping.Document, datetime]] = []
     reference: list[grouping.Document] = []
+    counted = 0
     for key, first, covered in recent:
+        mine = view.sees_ticket(key)
+        counted += mine
         found = texts.get(key)
         if found is None:
             continue  # logged before searches kept their text: nothing to group it by
         document = grouping.Document(key=key, title=found[0], text=found[1])
-        if covered or canonical(key) in held:
+        if covered or not mine or canonical(key) in held:
             reference.append(document)
         else:
             open_tickets.append((document, first))
@@ -133,25 +140,14 @@ def find(
         minimum=minimum,
         since=since,
         threshold=threshold,
-        tickets=len(recent),
+        tickets=counted,
         without_lessons=len(documents),
         capped=len(recent) >= MAX_TICKETS,
         gaps=gaps,
     )
 
 
-def _in_scope(scope: str | None) -> ColumnElement[bool]:
-    if scope is None:
-        return Retrieval.ticket_key.is_not(None)
-    return or_(
-        Retrieval.ticket_key.startswith(f"{scope}-", autoescape=True),
-        Retrieval.ticket_key.startswith(f"{scope}#", autoescape=True),
-    )
-
-
-def _recent(
-    session: Session, since: datetime, scope: str | None
-) -> list[tuple[str, datetime, bool]]:
+def _recent(session: Session, since: datetime) -> list[tuple[str, datetime, bool]]:
     """(key, first search, whether a search showed a lesson) of the newest recent tickets."""
     # JSON functions differ between SQLite and PostgreSQL, but the stored text does not: a
     # list holding at least one id has a quote in it, while "[]" and "null" have none.
@@ -159,7 +155,7 @@ def _recent(
     first = func.min(Retrieval.at)
     rows = session.execute(
         select(Retrieval.ticket_key, first, func.max(case((shown, 1), else_=0)))
-        .where(_in_scope(scope))
+        .where(Retrieval.ticket_key.is_not(None))
         .group_by(Retrieval.ticket_key)
         .having(first >= since)
         .order_by(first.desc(), Retrieval.ticket_key)
@@ -168,13 +164,13 @@ def _recent(
     return [(key, at, bool(covered)) for key, at, covered in rows]
 
 
-def _texts(
-    session: Session, since: datetime, scope: str | None, keys: set[str]
-) -> dict[str, tuple[str, str]]:
+def _texts(session: Session, since: datetime, keys: set[str]) -> dict[str, tuple[str, str]]:
     """Each ticket's latest (summary, searched text), from its searches in the window."""
     rows = session.execute(
         select(Retrieval.ticket_key, Retrieval.title, Retrieval.text)
-        .where(_in_scope(scope), Retrieval.at >= since, Retrieval.text.is_not(None))
+        .where(
+            Retrieval.ticket_key.is_not(None), Retrieval.at >= since, Retrieval.text.is_not(None)
+        )
         .order_by(Retrieval.at, Retrieval.id)
     )
     # Later rows overwrite earlier ones: an edited ticket is grouped by what it says now.
