@@ -40,6 +40,7 @@ VALID: dict[tuple[str, str], tuple[dict[str, str], dict[str, Any], Any]] = {
     ("get", "/api/v1/search"): ({}, {"q": "webhooks", "k": 5, "ticket": "CTMS-2"}, None),
     ("post", "/api/v1/search"): ({}, {}, {"query": "webhooks", "ticket": "CTMS-2"}),
     ("get", "/api/v1/stats"): ({}, {}, None),
+    ("get", "/api/v1/gaps"): ({}, {"days": 7, "min": 3}, None),
     ("get", "/api/v1/experiment"): ({}, {"since": "2026-01-01", "until": "2026-12-31"}, None),
     ("post", "/api/v1/usage"): ({}, {}, EVENT),
 }

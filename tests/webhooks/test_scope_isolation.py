@@ -155,6 +155,7 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
         ],
         ("post", f"{v1}/search"): [(f"{v1}/search", {"query": q, "k": 10, "ticket": "API-2"})],
         ("get", f"{v1}/stats"): [(f"{v1}/stats", None)],
+        ("get", f"{v1}/gaps"): [(f"{v1}/gaps", None), (f"{v1}/gaps?days=366&min=2", None)],
         ("get", f"{v1}/experiment"): [
             (f"{v1}/experiment", None),
             (f"{v1}/experiment?since=2020-01-01&until=2099-12-31T00:00:00Z", None),
