@@ -12,9 +12,9 @@ from playbook import clock
 from playbook.models import PullRequest, Retrieval, Revision, UsageEvent
 from playbook.search.retrieval import HELD_OUT
 
-# The revisions that take a lesson out of retrieval: demoted by a rejected PR or by hand, or
-# archived (pruned as unused, or a creation undone).
-DEMOTING_ACTIONS = ("deprecate", "archive")
+# The revisions that take a lesson out of retrieval: demoted by a rejected PR or by hand,
+# archived (pruned as unused, or a creation undone), or superseded by a newer lesson.
+DEMOTING_ACTIONS = ("deprecate", "archive", "supersede")
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,12 @@ def _service() -> ModuleType:
     return service
 
 
+def _supersede() -> ModuleType:
+    from bot.cli import supersede
+
+    return supersede
+
+
 def _transfer() -> ModuleType:
     from bot.cli import transfer
 
@@ -214,7 +220,7 @@ COMMANDS: dict[str, Lazy] = {
     "restore": (
         _bullets,
         "restore",
-        "Make a deprecated or archived bullet active again.",
+        "Make a deprecated, archived or superseded bullet active again.",
     ),
     "revert": (
         _bullets,
@@ -236,6 +242,11 @@ COMMANDS: dict[str, Lazy] = {
         _reports,
         "stats",
         "How the playbook is doing: bullets, usage, coverage, best and worst lessons.",
+    ),
+    "supersede": (
+        _supersede,
+        "supersede",
+        "Mark a bullet superseded by a newer one (kept, not retrieved; `restore` undoes it).",
     ),
     "usage": (
         _usage,

@@ -10,7 +10,7 @@ import click
 
 from bot.cli.base import Context, echo_json, note, pass_context
 from playbook import clock
-from playbook.lessons import ids, lifecycle
+from playbook.lessons import ids, lifecycle, replacements
 from playbook.lessons.lifecycle import Change
 from playbook.models import STATUSES, Revision
 from playbook.outcomes import usage
@@ -101,6 +101,13 @@ def add(
             f"note: nothing added; {result.bullet.id} already says this "
             f"({result.overlap:.0%} word overlap, scope {result.bullet.scope})"
         )
+    elif result.similar is not None:
+        similar = result.similar
+        note(
+            f"note: {result.bullet.id} is much like {similar.id} ({similar.overlap:.0%} word "
+            f"overlap); if it replaces it: playbook-bot supersede {similar.id} "
+            f"--by {result.bullet.id}"
+        )
 
 
 @click.command(name="list")
@@ -151,6 +158,8 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
     with ctx.transaction() as session:
         bullet = lifecycle.get(session, bullet_id)
         revisions = lifecycle.history(session, bullet_id)
+        replaced = replacements.superseded_by_it(session, bullet.id)
+        successor = replacements.chain(session, bullet)
         recent = usage.events_for(session, bullet_id, limit=10)
         effect = report.lesson_effect(
             session, bullet.id, min_tickets=ctx.settings.effect_min_tickets
@@ -159,6 +168,7 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
         echo_json(
             lifecycle.as_dict(bullet)
             | {
+                "supersedes": replaced,
                 "history": [revision_json(r) for r in revisions],
                 "recent_events": [
                     {
@@ -184,6 +194,11 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
         click.echo(f"source url:   {bullet.source_url}")
     click.echo(f"tags:         {', '.join(bullet.tags) or '-'}")
     click.echo(f"created:      {_when(bullet.created_at)}   updated: {_when(bullet.updated_at)}")
+    if successor:
+        later = f" (now superseded by {' -> '.join(successor[1:])})" if successor[1:] else ""
+        click.echo(f"superseded by {bullet.superseded_by}{later}: see `show {successor[-1]}`")
+    if replaced:
+        click.echo(f"supersedes:   {', '.join(replaced)}")
     if bullet.demoted_on:
         click.echo(f"demoted:      {_when(bullet.demoted_on)} ({bullet.demoted_reason})")
     click.echo(
@@ -272,7 +287,7 @@ def archive(ctx: Context, bullet_id: str, reason: str) -> None:
 @click.option("--reason", default=None)
 @pass_context
 def restore(ctx: Context, bullet_id: str, reason: str | None) -> None:
-    """Make a deprecated or archived bullet active again."""
+    """Make a deprecated, archived or superseded bullet active again."""
     with ctx.transaction() as session:
         _report(lifecycle.restore(session, bullet_id, actor=ctx.actor, reason=reason), "restored")
 

@@ -15,7 +15,7 @@ from playbook.lessons import fields, ids
 from playbook.models import STATUSES, Bullet, Revision, UsageEvent
 from playbook.search import ranking
 from playbook.search.retrieval import Retriever
-from playbook.search.sync import PROPOSED
+from playbook.search.sync import LIVE, PROPOSED
 from playbook.search.text import Ticket
 
 SORTS = ("score", "loads", "cites", "confidence", "last_used", "newest")
@@ -123,13 +123,13 @@ def lessons(session: Session, filters: Filters, *, size: int = PAGE_SIZE) -> Pag
     """The page of lessons ``filters`` asks for.
 
     A query ranks active and proposed lessons with the bot's own retriever (BM25 with
-    feedback), so the page shows what a ticket with that text would get. Deprecated and
-    archived lessons are not in the search index: asked for by status, they are matched
-    by their words instead, and the page says so.
+    feedback), so the page shows what a ticket with that text would get. Deprecated,
+    archived and superseded lessons are not in the search index: asked for by status, they
+    are matched by their words instead, and the page says so.
     """
     if not filters.q:
         return _filtered(session, filters, size)
-    if filters.status in ("deprecated", "archived"):
+    if filters.status is not None and filters.status not in LIVE:
         return _by_words(session, filters, size)
     return _ranked(session, filters, size)
 
@@ -324,6 +324,8 @@ _ACTIONS = {
     "deprecate": "deprecated",
     "archive": "archived",
     "restore": "restored",
+    "supersede": "superseded",
+    "replace": "replaced an older lesson",
     "edit": "edited",
     "revert": "reverted",
 }

@@ -142,7 +142,7 @@ def cites_in(session: Session, pr_key: str) -> list[int]:
 
 # Revisions that change a bullet's status; one made by a person after a PR's closing means the
 # person's word is newer than that evidence.
-STATUS_ACTIONS = ("approve", "deprecate", "archive", "restore", "revert")
+STATUS_ACTIONS = ("approve", "deprecate", "archive", "restore", "revert", "supersede")
 
 
 def changed_by_hand_since(session: Session, bullet_id: str, since: datetime, bot: str) -> bool:

@@ -32,6 +32,7 @@ def _blueprint() -> Blueprint:
         ("/lessons/<bullet_id>/reject", "reject", write(lessons.reject), ("POST",)),
         ("/lessons/<bullet_id>/deprecate", "deprecate", write(lessons.deprecate), ("POST",)),
         ("/lessons/<bullet_id>/restore", "restore", write(lessons.restore), ("POST",)),
+        ("/lessons/<bullet_id>/supersede", "supersede", write(lessons.supersede), ("POST",)),
         ("/lessons/<bullet_id>/edit", "edit_form", write(lessons.edit_form), ("GET",)),
         ("/lessons/<bullet_id>/edit", "edit", write(lessons.edit), ("POST",)),
         ("/proposals", "proposals", read(lessons.proposals), ("GET",)),

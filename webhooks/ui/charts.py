@@ -34,6 +34,7 @@ STATUS_COLORS = {
     "active": MERGED,
     "deprecated": REJECTED,
     "archived": "#9a9a9a",
+    "superseded": DEMOTED,
 }
 OTHER_STATUS = "#b07aa1"
 

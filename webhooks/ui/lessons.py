@@ -10,7 +10,7 @@ from werkzeug.wrappers import Response
 
 from playbook import agents, db
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
-from playbook.lessons import browse, fields, lifecycle
+from playbook.lessons import browse, fields, lifecycle, replacements
 from playbook.models import STATUSES
 from webhooks.runtime import runtime
 from webhooks.ui import access
@@ -58,6 +58,8 @@ def lesson(bullet_id: str) -> str:
             effect=report.lesson_effect(session, bullet.id, min_tickets=minimum),
             revisions=[(revision, browse.changes(revision)) for revision in revisions],
             timeline=browse.timeline(session, bullet.id),
+            successors=replacements.chain(session, bullet),
+            supersedes=replacements.superseded_by_it(session, bullet.id),
         )
 
 
@@ -75,7 +77,8 @@ def _act(bullet_id: str, action: Callable[[Any, str], Any], done: str) -> Respon
         with db.transaction(runtime().engine) as session:
             bullet = _bullet(session, bullet_id)
             change = action(session, bullet.id)
-    except (InvalidTransition, InvalidInput) as problem:
+    except (InvalidTransition, InvalidInput, BulletNotFound) as problem:
+        # BulletNotFound here is a lesson the form named (the replacement), not this page's.
         flash(str(problem), "error")
         return redirect(_back() or target)
     changed = getattr(change, "changed", True)
@@ -127,8 +130,18 @@ def reject(bullet_id: str) -> Response:
     )
 
 
+def supersede(bullet_id: str) -> Response:
+    """Mark a lesson superseded by the lesson the form names."""
+    by = request.form.get("by", "").strip()
+    return _act(
+        bullet_id,
+        lambda session, key: agents.supersede(session, access.caller(), key, by, _reason()),
+        f"superseded {bullet_id} by {by[:64]}: it is no longer shown on tickets",
+    )
+
+
 def restore(bullet_id: str) -> Response:
-    """Bring a deprecated or archived lesson back."""
+    """Bring a deprecated, archived or superseded lesson back."""
     return _act(
         bullet_id,
         lambda session, key: agents.restore(session, access.caller(), key, _reason()),
