@@ -47,7 +47,8 @@ def weekly(session: Session, *, weeks: int = 12, now: datetime | None = None) ->
 
     Loads and cites count events, like the usage totals of `upkeep.stats`. ``merged`` and
     ``rejected`` count pull requests with at least one cite, by the week they merged or
-    closed unmerged. A ticket counts in the week of its first search, and as covered when
+    closed unmerged; a merge later reverted counts as rejected (its cites are failures), in
+    the week it merged. A ticket counts in the week of its first search, and as covered when
     any of its searches showed a lesson: the same rule as the coverage of `upkeep.stats`,
     so the weeks add up to its totals once the window holds every ticket.
     """
@@ -70,13 +71,15 @@ def weekly(session: Session, *, weeks: int = 12, now: datetime | None = None) ->
         PullRequest.merged_at,
         bounds,
         PullRequest.state == "merged",
+        PullRequest.reverted_by.is_(None),
         PullRequest.key.in_(cited_prs),
     )
     rejected = _per_week(
         session,
         PullRequest.closed_at,
         bounds,
-        PullRequest.state == "closed",
+        (PullRequest.state == "closed")
+        | ((PullRequest.state == "merged") & PullRequest.reverted_by.is_not(None)),
         PullRequest.key.in_(cited_prs),
     )
     demotions = _per_week(session, Revision.at, bounds, Revision.action.in_(DEMOTING_ACTIONS))

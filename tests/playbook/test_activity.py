@@ -163,3 +163,16 @@ def test_an_offset_time_is_read_in_utc(engine: Engine) -> None:
 def test_weeks_must_be_positive(engine: Engine) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         weekly(engine, weeks=0)
+
+
+def test_a_reverted_merge_counts_as_rejected_in_the_week_it_merged(engine: Engine) -> None:
+    from playbook.models import PullRequest
+
+    cited = add(engine, "Dedupe webhook retries")
+    for number in (1, 2):
+        pull(engine, number, "merged", moment(3, 10))
+        event(engine, "cited", cited, moment(3, 9), pr=f"acme/app#{number}")
+    with transaction(engine) as session:
+        session.get(PullRequest, "acme/app#1").reverted_by = "acme/app#3"
+    week = weekly(engine)[2]
+    assert (week.start, week.merged, week.rejected) == (date(2026, 3, 9), 1, 1)
