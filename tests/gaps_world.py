@@ -48,7 +48,7 @@ OTHERS = [
     ("CTMS-201", "Checkout button misaligned on Safari", "The pay button overlaps the total."),
     ("CTMS-202", "PDF export misses embedded fonts", "Invoices render in a fallback serif."),
     ("CTMS-203", "Password reset email never arrives", "No mail after pressing reset."),
-    ("CTMS-204", "Invoice dates shown in the wrong timezone", "UTC instead of Berlin time."),
+    ("CTMS-204", "Order dates shown in the wrong timezone", "UTC instead of Berlin time."),
     ("CTMS-205", "Search pagination repeats results", "Page two lists page one's products."),
     ("CTMS-206", "Avatar upload rejects PNG images", "Only JPEG is accepted by the uploader."),
     ("CTMS-207", "Dark mode links have poor contrast", "Blue links on a navy background."),

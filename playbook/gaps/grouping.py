@@ -6,10 +6,11 @@ saturated term frequency with its length normalisation (`index.K1`, `index.B`) t
 idf over a reference set of tickets. Two tickets are linked when the cosine of their vectors
 reaches a threshold, and a group is a connected component of those links.
 
-Words nearly every ticket has (a template's "Describe the bug", "Environment") get an idf near
-zero, so they never link two tickets on their own. Candidate pairs come only from words at most
-a few percent of the tickets share (an inverted index in a sparse product), which bounds the
-work at thousands of tickets; the cosine of a candidate pair still counts every word.
+Words most tickets have (a template's "Describe the bug", "Environment") weigh nothing, and
+words many have weigh little (idf), so they never link two tickets on their own. Candidate
+pairs come only from words at most a few percent of the tickets share (an inverted index in a
+sparse product), which bounds the work at thousands of tickets; the cosine of a candidate pair
+still counts every word.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ THRESHOLD = 0.35
 # every pair and cost quadratic work, while a pair worth linking shares a rarer word too.
 CANDIDATE_SHARE = 0.02
 CANDIDATE_FLOOR = 20
+# See `Weights`: the fewest tickets the idf counts, and when a word is too common to weigh.
+PRIOR_TICKETS = 50
+COMMON_SHARE = 0.5
+COMMON_MIN_TICKETS = 8
 # How many telling words a group shows.
 WORDS = 6
 _WORD = re.compile(r"[^\W_][\w.-]*", re.UNICODE)
@@ -63,7 +68,14 @@ def tokens_of(document: Document) -> list[str]:
 
 
 class Weights:
-    """BM25 document weights and Lucene's idf, learned from a reference set of tickets."""
+    """BM25 document weights and Lucene's idf, learned from a reference set of tickets.
+
+    A week of a small team is a handful of tickets, too few to say how rare a word is: three
+    reports of one problem among four tickets would make its words look common. The idf
+    counts at least PRIOR_TICKETS tickets, the missing ones sharing no word. Once there are
+    enough tickets to tell (COMMON_MIN_TICKETS), a word in more than COMMON_SHARE of them is
+    a template's or the product's name and weighs nothing.
+    """
 
     def __init__(self, token_lists: Sequence[Sequence[str]]) -> None:
         self.df: Counter[str] = Counter()
@@ -72,17 +84,24 @@ class Weights:
         self.n = len(token_lists)
         lengths = [len(tokens) for tokens in token_lists]
         self.avgdl = (sum(lengths) / len(lengths)) if lengths and sum(lengths) else 1.0
+        self._common = COMMON_SHARE * self.n if self.n >= COMMON_MIN_TICKETS else math.inf
+        self._n = max(self.n, PRIOR_TICKETS)
 
     def idf(self, term: str) -> float:
-        """Lucene's idf, as the search index's: near zero for a word in every ticket."""
+        """Lucene's idf, as the search index's (0 for a common word)."""
         df = self.df.get(term, 0)
-        return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
+        if df > self._common:
+            return 0.0
+        return math.log(1 + (self._n - df + 0.5) / (df + 0.5))
 
     def vector(self, tokens: Sequence[str]) -> dict[str, float]:
-        """The BM25 weight of each term of one ticket."""
+        """The BM25 weight of each term of one ticket (common words left out)."""
         norm = K1 * (1 - B + B * len(tokens) / self.avgdl)
-        counts = Counter(tokens)
-        return {term: self.idf(term) * tf * (K1 + 1) / (tf + norm) for term, tf in counts.items()}
+        weights = {
+            term: self.idf(term) * tf * (K1 + 1) / (tf + norm)
+            for term, tf in Counter(tokens).items()
+        }
+        return {term: weight for term, weight in weights.items() if weight > 0}
 
 
 def group(
