@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from playbook import upkeep
 from playbook.lessons import fields, ids
-from playbook.models import STATUSES, Bullet, Revision, UsageEvent
+from playbook.models import STATUSES, Bullet, PullRequest, Revision, UsageEvent
 from playbook.search import ranking
 from playbook.search.retrieval import Retriever
 from playbook.search.sync import LIVE, PROPOSED
@@ -283,12 +283,24 @@ class Moment:
 
 def timeline(session: Session, bullet_id: str, *, limit: int = TIMELINE_ROWS) -> list[Moment]:
     """The newest loads, cites and changes of a lesson, newest first."""
-    events = session.scalars(
-        select(UsageEvent)
-        .where(UsageEvent.bullet_id == bullet_id)
-        .order_by(UsageEvent.ts.desc(), UsageEvent.id.desc())
-        .limit(limit)
+    events = list(
+        session.scalars(
+            select(UsageEvent)
+            .where(UsageEvent.bullet_id == bullet_id)
+            .order_by(UsageEvent.ts.desc(), UsageEvent.id.desc())
+            .limit(limit)
+        )
     )
+    # A cite in a merged PR the team reverted is a failure: the line says which revert.
+    pr_keys = {event.pr_key for event in events if event.pr_key}
+    reverted: dict[str, str | None] = {}
+    if pr_keys:
+        for pr_key, revert in session.execute(
+            select(PullRequest.key, PullRequest.reverted_by).where(
+                PullRequest.key.in_(pr_keys), PullRequest.reverted_by.is_not(None)
+            )
+        ):
+            reverted[pr_key] = revert
     moments = [
         Moment(
             event.ts,
@@ -296,6 +308,11 @@ def timeline(session: Session, bullet_id: str, *, limit: int = TIMELINE_ROWS) ->
             event.consumer,
             event.ticket_key,
             event.pr_key,
+            reason=(
+                f"{event.pr_key} was reverted by {reverted[event.pr_key]}"
+                if event.pr_key in reverted and event.kind == "cited"
+                else None
+            ),
         )
         for event in events
     ]

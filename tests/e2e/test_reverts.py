@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from playbook.db import transaction
-from playbook.lessons import lifecycle
+from playbook.lessons import browse, lifecycle
 from playbook.models import PullRequest, Revision, SideEffect
 from tests.loop_harness import REPO, Loop
 from tests.payloads import pull_request
@@ -171,6 +171,9 @@ def test_the_revert_button_pr_demotes_the_lessons_and_fails_the_cites(loop: Loop
     text = cli("show", "pb-2").stdout
     assert "demoted:" in text and f"(reverted ({key(3)}))" in text
     assert f"by playbook-bot ({key(3)} reverted {key(2)})" in text
+    with transaction(loop.engine) as session:
+        [cite] = [m for m in browse.timeline(session, "pb-1") if m.kind == "rejected"]
+    assert (cite.pull_request, cite.reason) == (key(2), f"{key(2)} was reverted by {key(3)}")
     # No commits read: the body said what it reverts.
     with transaction(loop.engine) as session:
         reads = session.scalars(select(SideEffect).where(SideEffect.action == "read_commits"))
