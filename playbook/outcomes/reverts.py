@@ -65,6 +65,8 @@ def link_commits(session: Session, key: str, messages: Sequence[str | None]) -> 
         target = by_commit(session, pull, sha)
         if target is not None:
             pull.reverts = target.key
+            # Found at the merge, after the refresh that counted it as the ticket's merge.
+            experiment_outcomes.refresh(session, tracking.tickets_of(session, key))
             session.flush()
             break
     return pull.reverts
