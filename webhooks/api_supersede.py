@@ -33,9 +33,10 @@ for _check in v1.api.before_request_funcs.get(None, []):
 
 @api.errorhandler(PlaybookError)
 def _domain_problem(error: PlaybookError) -> Response:
-    # As every lesson route answers, except that the lesson not found may be the replacement.
-    if isinstance(error, BulletNotFound):
-        return problems.problem(404, str(error), field=error.field)
+    # As every lesson route answers, but a replacement that is not there is no 404: the
+    # lesson in the path exists, and the request conflicts with what the playbook holds.
+    if isinstance(error, BulletNotFound) and error.field == "by":
+        return problems.problem(409, str(error), field="by")
     return v1._domain_problem(error)
 
 
@@ -72,8 +73,9 @@ def supersede(path: v1.LessonPath, body: SupersedeBody) -> Response:
     """Mark the lesson superseded by ``by`` (maintainer token): it is no longer shown, kept.
 
     Its detail names the replacement (``superseded_by``) and the replacement's lists it
-    (``supersedes``); POST .../restore undoes it. 409 when ``by`` is the lesson itself, is
-    not active or proposed, would close a cycle, or the lesson is superseded by another.
+    (``supersedes``); POST .../restore undoes it. 409 when ``by`` names no lesson, is the
+    lesson itself, is not active or proposed, would close a cycle, or when the lesson is
+    superseded by another already.
     """
     caller: agents.Caller = g.caller
     with db.transaction(runtime().engine) as session:

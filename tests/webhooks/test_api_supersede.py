@@ -80,7 +80,8 @@ def test_agents_may_not_supersede_and_mistakes_are_problems(make, pair, engine: 
     problem(api.post(url, json={"by": "pb 2"}, headers=MAINTAINER), 400, "by")
     problem(api.post(url, json={"by": new, "extra": 1}, headers=MAINTAINER), 400)
     problem(api.post(url, json={"by": new, "reason": 5}, headers=MAINTAINER), 400, "reason")
-    problem(api.post(url, json={"by": "pb-99"}, headers=MAINTAINER), 404, "by")
+    # The lesson in the path exists: a replacement that does not is a conflict, not a 404.
+    problem(api.post(url, json={"by": "pb-99"}, headers=MAINTAINER), 409, "by")
     missing = api.post("/api/v1/lessons/pb-99/supersede", json={"by": new}, headers=MAINTAINER)
     problem(missing, 404, "id")
     assert "itself" in problem(api.post(url, json={"by": old}, headers=MAINTAINER), 409)
