@@ -13,6 +13,7 @@ pair precision (duplicate pairs over all pairs sharing a group: a floor, since m
 issues are not linked as duplicates), the largest group and how many issues are in a group of
 two or more (a giant group would make recall meaningless). Time per 1,000 issues at the
 default threshold, beside the time to tokenize the same issues, measured in the same run.
+Last, the same recall within 7- and 30-day windows of creation, as the command groups a window.
 Ends with one JSON line.
 """
 
@@ -23,6 +24,7 @@ import json
 import sys
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +86,30 @@ def measure(
     }, seconds
 
 
+def windowed(
+    rows: list[dict], docs: list[grouping.Document], pairs: list[tuple[int, int]], days: int
+) -> dict:
+    """Recall within windows of ``days`` by creation (as `playbook-bot gaps --days` groups):
+    duplicate pairs created in one window found in one group, over such pairs."""
+    window = [datetime.fromisoformat(row["created"][:10]).toordinal() // days for row in rows]
+    together = within = largest = 0
+    for number in sorted(set(window)):
+        positions = [i for i, w in enumerate(window) if w == number]
+        result = grouping.group([docs[i] for i in positions])
+        group_of = {positions[p]: g for g, members in enumerate(result.groups) for p in members}
+        largest = max(largest, *(len(members) for members in result.groups))
+        for a, b in pairs:
+            if a in group_of and b in group_of:
+                within += 1
+                together += group_of[a] == group_of[b]
+    return {
+        "days": days,
+        "pairs_within_a_window": within,
+        "pair_recall": round(together / within, 3) if within else None,
+        "largest_group": largest,
+    }
+
+
 def main() -> None:
     """Run every threshold, print a table, end with one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -128,6 +154,13 @@ def main() -> None:
         f"  grouping at the default {grouping.THRESHOLD}: {per_thousand:.3f} s per 1,000 issues; "
         f"tokenizing alone {baseline:.3f} s per 1,000"
     )
+    windows = [windowed(rows, docs, pairs, days) for days in (7, 30)]
+    for found in windows:
+        print(
+            f"  in {found['days']}-day windows at the default: pair recall "
+            f"{found['pair_recall']} of {found['pairs_within_a_window']} pairs, "
+            f"largest group {found['largest_group']}"
+        )
     print(
         json.dumps(
             {
@@ -138,6 +171,7 @@ def main() -> None:
                 "thresholds": results,
                 "seconds_per_1000": round(per_thousand, 3),
                 "tokenize_seconds_per_1000": round(baseline, 3),
+                "windows": windows,
             }
         )
     )

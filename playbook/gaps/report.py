@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from playbook.errors import InvalidInput
 from playbook.experiment.assignment import canonical
 from playbook.gaps import grouping
+from playbook.lessons import characters
 from playbook.models import ExperimentExposure, Retrieval
 from playbook.scopes import View
 
@@ -126,7 +127,9 @@ def find(
         members = [
             GapTicket(
                 key=open_tickets[p][0].key,
-                title=open_tickets[p][0].title,
+                # The reporter's text: no control or direction character reaches a terminal
+                # or a page from here, whichever door shows it.
+                title=characters.visible(open_tickets[p][0].title),
                 first_seen=open_tickets[p][1],
             )
             for p in positions

@@ -77,3 +77,16 @@ def test_bad_values_are_one_line_naming_the_option(cli, args: tuple[str, ...], n
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith("error: ") and named in line
+
+
+def test_a_title_cannot_drive_the_terminal(engine: Engine, cli) -> None:
+    hostile = [
+        (key, f"{title}\x1b[2J\u202e\nFAKE-1  forged row", body) for key, title, body in CLUSTER
+    ]
+    searched(engine, OTHERS + hostile)
+    output = cli("gaps").output
+    assert "\x1b" not in output and "\u202e" not in output
+    ticket_lines = [line for line in output.splitlines() if line.startswith("  ")]
+    assert [line.split()[0] for line in ticket_lines] == [key for key, _, _ in CLUSTER]
+    # The title stays on its ticket's line, its escape sequence inert.
+    assert all(line.split("  ")[2].endswith("[2J FAKE-1 forged row") for line in ticket_lines)
