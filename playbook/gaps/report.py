@@ -28,8 +28,8 @@ from playbook.scopes import View
 DAYS = 7
 MINIMUM = 3
 MAX_DAYS = 366
-# The newest tickets of the window looked at, at most: grouping 5,000 takes about a second
-# (bench/gaps.py), and a week with more tickets than that is not waiting for this report.
+# The newest tickets of the window looked at, at most: grouping takes about half a second per
+# thousand tickets (bench/gaps.py), and a week with more than this is not waiting for a report.
 MAX_TICKETS = 5_000
 
 
