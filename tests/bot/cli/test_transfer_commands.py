@@ -39,7 +39,8 @@ def test_cli_refuses_a_bad_file_whole(cli, tmp_path: Path) -> None:
     assert problems[:3] == [
         f"{bad}: line 5: text: is missing; a bullet needs some text",
         f"{bad}: line 7: learned_from: " + checks.LEARNED_FROM_MISSING,
-        f"{bad}: line 12: status: 'bogus' is not one of proposed, active, deprecated, archived",
+        f"{bad}: line 12: status: 'bogus' is not one of proposed, active, deprecated, archived, "
+        "superseded",
     ]
     assert problems[-1] == (f"error: 6 problems in {bad} (the first 5 above); nothing was imported")
     assert "Traceback" not in result.output
