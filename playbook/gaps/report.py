@@ -169,24 +169,22 @@ def _recent(session: Session, since: datetime) -> list[tuple[str, datetime, bool
 
 def _texts(session: Session, since: datetime, keys: set[str]) -> dict[str, tuple[str, str]]:
     """Each ticket's latest (summary, searched text), from its searches in the window."""
-    rows = session.execute(
-        select(Retrieval.ticket_key, Retrieval.title, Retrieval.text)
-        .where(
-            Retrieval.ticket_key.is_not(None), Retrieval.at >= since, Retrieval.text.is_not(None)
+    columns = (Retrieval.id, Retrieval.at, Retrieval.ticket_key, Retrieval.title, Retrieval.text)
+    rows: list[tuple[int, datetime, str, str | None, str]] = []
+    for chunk in _slices(sorted(keys)):
+        found = select(*columns).where(
+            Retrieval.ticket_key.in_(chunk), Retrieval.at >= since, Retrieval.text.is_not(None)
         )
-        .order_by(Retrieval.at, Retrieval.id)
-    )
+        rows.extend(tuple(row) for row in session.execute(found))
+    rows.sort(key=lambda row: (row[1], row[0]))
     # Later rows overwrite earlier ones: an edited ticket is grouped by what it says now.
-    return {key: (title or "", text) for key, title, text in rows if key in keys}
+    return {key: (title or "", text) for _, _, key, title, text in rows}
 
 
 def _held_with_lessons(session: Session, keys: list[str]) -> set[str]:
     """The tickets among ``keys`` (canonical spelling) held out from lessons that would fit."""
-    wanted = sorted({canonical(key) for key in keys})
     held: set[str] = set()
-    # In slices: a list of bound values has a limit on every database.
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk in _slices(sorted({canonical(key) for key in keys})):
         held.update(
             session.scalars(
                 select(ExperimentExposure.ticket_key)
@@ -232,3 +230,8 @@ def as_dict(report: Report, link: Callable[[str], str | None]) -> dict[str, Any]
             for gap in report.gaps
         ],
     }
+
+
+def _slices(values: list[str], size: int = 500) -> list[list[str]]:
+    """``values`` in slices: a list of bound values has a limit on every database."""
+    return [values[start : start + size] for start in range(0, len(values), size)]
