@@ -177,8 +177,15 @@ def _texts(session: Session, since: datetime, keys: set[str]) -> dict[str, tuple
         )
         rows.extend(tuple(row) for row in session.execute(found))
     rows.sort(key=lambda row: (row[1], row[0]))
-    # Later rows overwrite earlier ones: an edited ticket is grouped by what it says now.
-    return {key: (title or "", text) for _, _, key, title, text in rows}
+    texts: dict[str, str] = {}
+    titles: dict[str, str] = {}
+    # Later rows overwrite earlier ones: an edited ticket is grouped by what it says now. An
+    # agent's search keeps the text it searched but no title (it is not the ticket's summary).
+    for _, _, key, title, text in rows:
+        texts[key] = text
+        if title is not None:
+            titles[key] = title
+    return {key: (titles.get(key) or text.partition("\n")[0], text) for key, text in texts.items()}
 
 
 def _held_with_lessons(session: Session, keys: list[str]) -> set[str]:

@@ -135,7 +135,10 @@ class Retriever(SyncedIndex):
         query_id = query_id or uuid.uuid4().hex
         hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
         if record:
-            _log(session, ticket.key, query_id, rank_by, hits, ticket if ticket.key else None)
+            # An agent's or the command line's text for the ticket, not the ticket's own summary:
+            # kept as the text searched, but not as its title.
+            searched = ticket if ticket.key else None
+            _log(session, ticket.key, query_id, rank_by, hits, searched, titled=False)
         if record and hits:
             usage.record(
                 session,
@@ -359,6 +362,7 @@ def _log(
     rank_by: str,
     hits: list[Hit],
     ticket: Ticket | None = None,
+    titled: bool = True,
 ) -> None:
     session.add(
         Retrieval(
@@ -367,7 +371,7 @@ def _log(
             rank_by=rank_by,
             bullet_ids=[hit.bullet_id for hit in hits],
             at=clock.now(),
-            title=ticket.summary[:TITLE_CHARS] if ticket else None,
+            title=ticket.summary[:TITLE_CHARS] if ticket and titled else None,
             text=searched_text(ticket) if ticket else None,
         )
     )

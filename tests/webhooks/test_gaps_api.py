@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
+from playbook.db import transaction
+from playbook.models import Retrieval
 from tests.gaps_world import CLUSTER, OTHERS, searched
 from webhooks import create_app
 
@@ -97,3 +99,21 @@ def test_the_route_is_in_the_openapi_document(client: Any) -> None:
     operation = document["paths"]["/api/v1/gaps"]["get"]
     assert {p["name"] for p in operation["parameters"]} == {"days", "min"}
     assert "200" in operation["responses"] and "400" in operation["responses"]
+
+
+def test_an_agents_search_keeps_its_text_but_not_as_the_tickets_title(
+    engine: Engine, client: Any
+) -> None:
+    searched(engine, OTHERS + CLUSTER)
+    query = {"query": "kafka consumer rebalance loop, offset commit fails", "ticket": "CTMS-101"}
+    assert client.post("/api/v1/search", json=query, headers=AGENT).status_code == 200
+    with transaction(engine) as session:
+        [(title, text)] = session.execute(
+            select(Retrieval.title, Retrieval.text)
+            .where(Retrieval.ticket_key == "CTMS-101")
+            .order_by(Retrieval.id.desc())
+            .limit(1)
+        )
+    assert (title, text) == (None, query["query"])
+    [gap] = client.get("/api/v1/gaps", headers=MAINTAINER).get_json()["gaps"]
+    assert gap["tickets"][0]["title"] == CLUSTER[0][1]
