@@ -342,7 +342,7 @@ _ACTIONS = {
     "archive": "archived",
     "restore": "restored",
     "supersede": "superseded",
-    "replace": "replaced an older lesson",
+    "replace": "replaced",
     "edit": "edited",
     "revert": "reverted",
 }
