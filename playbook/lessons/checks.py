@@ -7,7 +7,7 @@ from datetime import date, datetime
 from typing import Any
 
 from playbook import clock
-from playbook.lessons import fields
+from playbook.lessons import fields, secrets
 from playbook.lessons.fields import FieldProblem
 from playbook.models import STATUSES
 
@@ -74,7 +74,9 @@ def check_fields(
     """A bullet's fields checked and normalised; FieldProblem names the first that does not fit.
 
     Every write of a bullet comes through here (add, edit, import), whichever door it came in
-    by, so a bad value is refused with its field named before anything is written.
+    by, so a bad value is refused with its field named before anything is written. Text
+    or a source_url holding a credential is refused too (`secrets.HoldsCredential`), with
+    its kind and place named and never its value.
     ``max_chars`` is the longest lesson text (PLAYBOOK_MAX_LESSON_CHARS where settings apply).
     """
     cleaned: dict[str, Any] = {}
@@ -90,6 +92,8 @@ def check_fields(
                 empty="is empty; a bullet needs some text",
                 limit_hint=" (PLAYBOOK_MAX_LESSON_CHARS); shorten it or split it in two",
             )
+            # A lesson is posted in public comments and sent to every agent.
+            secrets.refuse(key, cleaned[key])
         elif key == "learned_from":
             if value is None:
                 raise FieldProblem(key, LEARNED_FROM_MISSING)
@@ -101,6 +105,8 @@ def check_fields(
         elif key in _OPTIONAL_TEXT:
             kept = None if value is None else fields.text(value, key, _OPTIONAL_TEXT[key])
             cleaned[key] = kept or None
+            if key == "source_url":
+                secrets.refuse(key, kept)  # shown as the lesson's link: no password in it
         elif key == "tags":
             cleaned[key] = check_tags(value)
         elif key == "status":

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
-from playbook.lessons import lifecycle
+from playbook.lessons import lifecycle, secrets
 from playbook.lessons.capture import lessons_in
 from playbook.models import Bullet
 from playbook.outcomes import tracking, usage
@@ -93,32 +93,51 @@ def cite_later(
     return cite(session, pr_key, ticket, text, origin, credit_replacement=credit_replacement)
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A Lessons-section item left out because it holds a credential (never the value)."""
+
+    item: int  # its place in the section, from 1
+    holds: str  # what and where, e.g. "a GitHub token (line 1, characters 12-51)"
+
+
 def capture(
-    session: Session, body: str | None, ticket: str, repo: str, url: str | None
+    session: Session,
+    body: str | None,
+    ticket: str,
+    repo: str,
+    url: str | None,
+    skipped: list[Skipped] | None = None,
 ) -> list[str]:
     """Add the lessons of the body's Lessons section as proposed bullets; returns new ids.
 
     A lesson already captured from this PR (in any status) is not captured again, so
-    an "opened" delivered after "closed" cannot bring back a demoted lesson.
+    an "opened" delivered after "closed" cannot bring back a demoted lesson. An item that
+    holds a credential is left out, the others captured, and noted in ``skipped``.
     """
     added = []
     earlier = (
         list(session.scalars(select(Bullet.text).where(Bullet.source_url == url))) if url else []
     )
-    for text in lessons_in(body):
+    for item, text in enumerate(lessons_in(body), start=1):
         if any(lifecycle.word_overlap(text, old) >= lifecycle.DUPLICATE_OVERLAP for old in earlier):
             continue
-        result = lifecycle.add(
-            session,
-            text,
-            learned_from=ticket,
-            actor=ACTOR,
-            scope=scope_of(ticket, repo),
-            status="proposed",
-            source="pr_body",
-            source_url=url,
-            reason=f"Lessons section of {url or ticket}",
-        )
+        try:
+            result = lifecycle.add(
+                session,
+                text,
+                learned_from=ticket,
+                actor=ACTOR,
+                scope=scope_of(ticket, repo),
+                status="proposed",
+                source="pr_body",
+                source_url=url,
+                reason=f"Lessons section of {url or ticket}",
+            )
+        except secrets.HoldsCredential as refused:  # refused before anything was written
+            if skipped is not None:
+                skipped.append(Skipped(item, secrets.summary(refused.findings)))
+            continue
         if result.created:
             added.append(result.bullet.id)
             earlier.append(text)
@@ -135,6 +154,7 @@ class Recorded:
     tickets: list[str]
     added: list[str]
     cited: int
+    skipped: tuple[Skipped, ...] = ()  # Lessons-section items holding a credential
 
 
 def record(
@@ -160,11 +180,12 @@ def record(
     pull, news = tracking.observe(session, seen)
     tickets = tracking.link(session, seen.key, kinds)
     primary = next((t for t in links.tickets if t in tickets), tickets[0] if tickets else None)
-    added = capture(session, body, primary or seen.key, scope or seen.repo, seen.url)
+    skipped: list[Skipped] = []
+    added = capture(session, body, primary or seen.key, scope or seen.repo, seen.url, skipped)
     credit = {"credit_replacement": credit_replacement}
     cited = cite(
         session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr", written_at, **credit
     )
     for text, at in comments:
         cited += cite(session, seen.key, primary, text, "comment", at, **credit)
-    return Recorded(pull.state, news, pull.outcome_evidence, tickets, added, cited)
+    return Recorded(pull.state, news, pull.outcome_evidence, tickets, added, cited, tuple(skipped))

@@ -1,0 +1,340 @@
+"""Credentials in lesson text, found by kind and place; the value itself is never kept or shown.
+
+A lesson is posted in public comments and sent to every agent, so text holding an API key,
+a token or a private key must not be stored. The well-kept scanner ``detect-secrets`` finds
+the credentials that have a shape of their own (AWS, GitHub, Slack, private key blocks, JWTs,
+passwords in URLs, ...); a few rules of ours add what it leaves out (GitHub's fine-grained
+tokens, encrypted private keys, bearer headers) and replace what does not fit free text.
+
+A value assigned to a name such as ``password`` or ``token`` counts only when it looks random
+(long enough, mixed characters, high entropy): lesson prose says "set the token via the env"
+far more often than it leaks one. The library's own rules for those are not used: its keyword
+patterns take minutes on a hostile line of 8,000 characters ("password" repeated), and its
+entropy plugins, given free text, flag every other word and every commit sha.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import string
+import threading
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from playbook.lessons.fields import FieldProblem
+
+# The longest lesson any setting allows (PLAYBOOK_MAX_LESSON_CHARS is at most 100,000): rows
+# stored before that cap, and other fields, are read no further, which bounds the work.
+SCAN_CHARS = 100_000
+# Some of the library's patterns take quadratic time on a long line built to be hostile (JWT's
+# lazy tail), so a long line is read in overlapping windows: a credential up to ``_OVERLAP``
+# characters long is whole in one of them.
+_WINDOW = 8_192
+_OVERLAP = 2_048
+ASSIGNED = "assigned_secret"
+
+# detect-secrets plugins with a shape of their own: class name, the ``secret_type`` its findings
+# carry, and our stable code and words for it. Left out on purpose, besides the keyword and
+# entropy plugins: IP addresses (not credentials), and Telegram and Artifactory tokens (their
+# shapes match hex transaction ids in logs and capitalised words).
+_PLUGINS = {
+    "AWSKeyDetector": ("AWS Access Key", "aws_access_key", "an AWS access key"),
+    "AzureStorageKeyDetector": (
+        "Azure Storage Account access key",
+        "azure_storage_key",
+        "an Azure storage key",
+    ),
+    "BasicAuthDetector": ("Basic Auth Credentials", "url_password", "a password in a URL"),
+    "DiscordBotTokenDetector": ("Discord Bot Token", "discord_token", "a Discord bot token"),
+    "GitHubTokenDetector": ("GitHub Token", "github_token", "a GitHub token"),
+    "GitLabTokenDetector": ("GitLab Token", "gitlab_token", "a GitLab token"),
+    "JwtTokenDetector": ("JSON Web Token", "jwt", "a JSON Web Token"),
+    "MailchimpDetector": ("Mailchimp Access Key", "mailchimp_key", "a Mailchimp key"),
+    "NpmDetector": ("NPM tokens", "npm_token", "an npm token"),
+    "OpenAIDetector": ("OpenAI Token", "openai_key", "an OpenAI key"),
+    "PrivateKeyDetector": ("Private Key", "private_key", "a private key"),
+    "PypiTokenDetector": ("PyPI Token", "pypi_token", "a PyPI token"),
+    "SendGridDetector": ("SendGrid API Key", "sendgrid_key", "a SendGrid key"),
+    "SlackDetector": ("Slack Token", "slack_token", "a Slack token"),
+    "SquareOAuthDetector": ("Square OAuth Secret", "square_secret", "a Square OAuth secret"),
+    "StripeDetector": ("Stripe Access Key", "stripe_key", "a Stripe key"),
+    "TwilioKeyDetector": ("Twilio API Key", "twilio_key", "a Twilio key"),
+}
+_KINDS = {secret_type: (kind, label) for secret_type, kind, label in _PLUGINS.values()}
+# Only filters that judge the value itself: `<password>`, `${TOKEN}`, `$TOKEN`, `*****`. The
+# library's line filters (an id or a function call elsewhere on the line) would also hide a
+# GitHub token that shares its line with `client = Github(token)`.
+_FILTERS = (
+    "detect_secrets.filters.heuristic.is_templated_secret",
+    "detect_secrets.filters.heuristic.is_prefixed_with_dollar_sign",
+    "detect_secrets.filters.heuristic.is_not_alphanumeric_string",
+    "detect_secrets.filters.heuristic.is_sequential_string",
+)
+
+# What the library leaves out. Fine-grained GitHub tokens: github_pat_, 22 + 59 characters.
+_GITHUB_PAT = re.compile(r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}")
+# Every kind of private key block, encrypted ones too (the library knows RSA, EC, ...).
+_PRIVATE_KEY = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----")
+# `Authorization: Bearer <token>` and friends.
+_BEARER = re.compile(r"\b(?:Bearer|Basic|token)[ \t]{1,8}([A-Za-z0-9._~+/=-]{16,1024})")
+# `name = value`, `name: value`, `"name": "value"`: a name, an assignment, and one word. The
+# quantifiers are bounded, so a hostile line costs linear time.
+_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})(?P<closing>[\"'\]]{0,2})"
+    r"[ \t]{0,8}(?::=|=>|==|=|(?P<colon>:))(?P<space>[ \t]{0,8})(?P<quote>[\"'`]?)"
+    r"(?P<value>[^\s\"'`,;]{1,1024})"
+)
+_NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# A name is secret-sounding when its last word is one of these ...
+_SECRET_WORDS = frozenset(
+    {"password", "passwd", "pwd", "passphrase", "secret", "token", "apikey", "credential"}
+)
+# ... or it ends "<one of these> key" (api_key, secretKey, AWS_SECRET_ACCESS_KEY), or
+# "<db|key|...> pass" (db_pass).
+_KEY_WORDS = frozenset(
+    {"api", "access", "auth", "private", "secret", "client", "signing", "master"}
+)
+_PASS_WORDS = frozenset({"db", "database", "key", "ldap", "smtp", "mysql", "postgres", "redis"})
+# A value that names where the secret lives instead of being one.
+_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?P<call>[(\[])?")
+# Demo values and the words of a value to fill in; Java's keystores default to "changeit".
+_PLACEHOLDER_WORDS = (
+    "xxx",
+    "***",
+    "...",
+    "redacted",
+    "changeme",
+    "changeit",
+    "example",
+    "placeholder",
+    "password",
+    "secret",
+)
+_TRAILING = ".)]}>"
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One credential: what kind, and where (1-based line and inclusive character span)."""
+
+    kind: str  # a stable code, e.g. github_token
+    label: str  # in a user's words, e.g. "a GitHub token"
+    line: int
+    start: int
+    end: int
+
+    def where(self) -> str:
+        """``line 1, characters 12-51``: enough to find it, nothing of the value."""
+        return f"line {self.line}, characters {self.start}-{self.end}"
+
+    def describe(self) -> str:
+        """``a GitHub token (line 1, characters 12-51)``."""
+        return f"{self.label} ({self.where()})"
+
+
+def summary(findings: list[Finding]) -> str:
+    """The first credential and how many more: ``a GitHub token (line 1, ...) and 1 more``."""
+    more = len(findings) - 1
+    tail = f" and {more} more credential{'s' if more > 1 else ''}" if more else ""
+    return findings[0].describe() + tail
+
+
+_lock = threading.Lock()
+_library: dict[str, Any] = {}
+
+
+def _load() -> dict[str, Any]:
+    """detect-secrets, imported on first use: it takes ~90 ms, which `search` need not pay."""
+    if _library:
+        return _library
+    # Its logger module turns logging.captureWarnings on for the whole process; undone, so
+    # that importing a scanner changes nothing about how this process reports warnings.
+    shown_before = warnings.showwarning
+    from detect_secrets.core.scan import scan_line
+    from detect_secrets.settings import transient_settings
+
+    if warnings.showwarning is not shown_before:
+        logging.captureWarnings(False)
+    _library.update(
+        scan_line=scan_line,
+        transient_settings=transient_settings,
+        settings={
+            "plugins_used": [{"name": name} for name in _PLUGINS],
+            "filters_used": [{"path": path} for path in _FILTERS],
+        },
+    )
+    return _library
+
+
+def find(text: str | None) -> list[Finding]:
+    """The credentials in ``text``, in reading order; empty when there are none."""
+    if not text:
+        return []
+    library = _load()
+    spans: list[Finding] = []
+    # The library's settings are process-wide state, so one scan at a time.
+    with _lock, library["transient_settings"](library["settings"]):
+        for number, line in enumerate(text[:SCAN_CHARS].splitlines(), start=1):
+            for offset, window in _windows(line):
+                for kind, label, start, end in _spans(library["scan_line"], window):
+                    spans.append(Finding(kind, label, number, offset + start + 1, offset + end))
+    # Two rules (or two windows) finding one credential make one finding: the longest first.
+    kept: list[Finding] = []
+    for finding in sorted(spans, key=lambda f: (f.line, f.start, -f.end)):
+        if not kept or kept[-1].line != finding.line or kept[-1].end < finding.start:
+            kept.append(finding)
+    return kept
+
+
+def _whole_token(line: str, start: int, end: int) -> int:
+    """The end of the token a plugin found part of: GitHub's reports ``ghp`` only, and
+    JWT's lazy pattern stops short of the signature."""
+    while end < len(line) and line[end] in _TOKEN_CHARS:
+        end += 1
+    return end
+
+
+def _windows(line: str) -> Iterator[tuple[int, str]]:
+    if len(line) <= _WINDOW:
+        yield 0, line
+        return
+    for start in range(0, len(line) - _OVERLAP, _WINDOW - _OVERLAP):
+        yield start, line[start : start + _WINDOW]
+
+
+def _spans(scan_line: Any, line: str) -> Iterator[tuple[str, str, int, int]]:
+    """(kind, label, start, end) of each credential in one line, 0-based and end exclusive."""
+    for secret in scan_line(line):
+        kind, label = _KINDS.get(secret.type, ("credential", "a credential"))
+        value = secret.secret_value or ""
+        for start in _occurrences(line, value):
+            if kind != "url_password":
+                yield kind, label, start, _whole_token(line, start, start + len(value))
+            elif not _placeholder(value):
+                yield kind, label, start, start + len(value)
+    for match in _GITHUB_PAT.finditer(line):
+        yield "github_token", "a GitHub token", match.start(), match.end()
+    for match in _PRIVATE_KEY.finditer(line):
+        yield "private_key", "a private key", match.start(), match.end()
+    for match in _BEARER.finditer(line):
+        if _looks_random(match.group(1)):
+            yield "bearer_token", "a bearer token", match.start(1), match.end(1)
+    for match in _ASSIGNMENT.finditer(line):
+        name, value = match.group("name"), match.group("value").rstrip(_TRAILING)
+        # `host:8080`, `Test.password:153`: YAML puts a space after the colon, JSON quotes.
+        bare_colon = match.group("colon") and not "".join(match.group("closing", "space", "quote"))
+        if not bare_colon and _secret_name(name) and _looks_random(value):
+            start = match.start("value")
+            yield ASSIGNED, f"a credential assigned to {name}", start, start + len(value)
+
+
+def _occurrences(line: str, value: str) -> Iterator[int]:
+    if not value:
+        return
+    start = line.find(value)
+    while start != -1:
+        yield start
+        start = line.find(value, start + len(value))
+
+
+def _secret_name(name: str) -> bool:
+    """``GITHUB_TOKEN``, ``db.password``, ``apiKey``, ``client_secret``; not ``token_ttl``."""
+    parts = [part.lower() for part in _NAME_PARTS.findall(name)]
+    if not parts:
+        return False
+    last = parts[-1]
+    before = parts[-2] if len(parts) > 1 else ""
+    if last in _SECRET_WORDS or last.rstrip("s") in _SECRET_WORDS:
+        return True
+    if last == "key":
+        return before in _KEY_WORDS
+    if last == "pass":
+        return before in _PASS_WORDS
+    return False
+
+
+def _entropy(value: str) -> float:
+    counts = Counter(value)
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+
+
+def _placeholder(value: str) -> bool:
+    """``<token>``, ``$TOKEN``, ``TOKEN``, ``xxxxxxxx``, ``your-token``: a value to fill in."""
+    lowered = value.lower()
+    return (
+        value[:1] in ("<", "{", "$", "%")
+        or any(word in lowered for word in _PLACEHOLDER_WORDS)
+        or lowered.startswith("your")
+        or re.fullmatch(r"[A-Z][A-Z0-9_]*", value) is not None  # an environment variable
+        or len(set(lowered)) <= 2
+    )
+
+
+def _looks_random(value: str) -> bool:
+    """Whether a value assigned to a secret-sounding name looks like a credential.
+
+    At least 8 characters; not a placeholder, a path, an address or a reference to where
+    the value lives (``os.environ["X"]``, ``settings.api_key``); and random looking:
+    letters with digits or symbols and some entropy, or a long run of letters with high
+    entropy (words joined by ``-`` or ``_`` are prose, not a password).
+    """
+    value = value.strip("\"'`").rstrip(_TRAILING)
+    if len(value) < 8 or _placeholder(value):
+        return False
+    if value[0] in "/~." or "://" in value or value.startswith("@"):
+        return False
+    if not value.isascii():
+        return False  # prose in another script, or bytes dumped by a debugger
+    # `os.environ["X"]`, `users.getProperty(user)`, `settings.api_key`: where it lives.
+    reference = _REFERENCE.match(value)
+    if reference and (
+        reference.group("call")
+        or (reference.end() == len(value) and not any(ch.isdigit() for ch in value))
+    ):
+        return False
+    if not _random_run(value):
+        return False
+    # Words joined by `-` or `_` read as prose ("use_the_v2_client"); a credential with
+    # separators has a random run of its own (django-insecure-8h$k2...).
+    parts = [part for part in re.split(r"[-_.]", value) if part]
+    words = sum(part.isalpha() for part in parts)
+    if len(parts) == 1 or words * 2 < len(parts):
+        return True
+    return any(len(part) >= 8 and _random_run(part) for part in parts)
+
+
+def _random_run(value: str) -> bool:
+    letters = sum(ch.isalpha() for ch in value)
+    digits = sum(ch.isdigit() for ch in value)
+    symbols = len(value) - letters - digits - sum(ch in "-_." for ch in value)
+    if letters == 0:
+        return False  # numbers, dates and times
+    if digits or symbols:
+        # All distinct characters reach log2(length) bits; a few repeats are allowed.
+        return _entropy(value) >= min(3.0, math.log2(len(value)) - 0.35)
+    return len(value) >= 20 and _entropy(value) >= 4.0
+
+
+class HoldsCredential(FieldProblem):
+    """A field refused because it holds a credential; ``findings`` say what and where."""
+
+    def __init__(self, field: str, findings: list[Finding]) -> None:
+        super().__init__(
+            field,
+            f"holds {summary(findings)}; remove the credential "
+            "(rotate it if it was real) and try again",
+        )
+        self.findings = findings
+
+
+def refuse(field: str, value: str | None) -> None:
+    """Raise HoldsCredential naming ``field`` when ``value`` holds a credential."""
+    found = find(value)
+    if found:
+        raise HoldsCredential(field, found)
