@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from bot import repo_settings
 from bot.effects import TicketRef
+from bot.handlers import lesson_refusals
 from bot.handlers.context import Ignored, effect
 from playbook import db
 from playbook.experiment import outcomes as experiment_outcomes
@@ -97,6 +98,7 @@ def apply_pull_request(
         len(recorded.added),
         recorded.cited,
     )
+    lesson_refusals.reply_on_pull(services, seen, recorded.skipped)
     settings = services.settings
     facts = PullFacts(
         seen=seen,
