@@ -187,12 +187,17 @@ def why_removed(session: Session, ids: Sequence[str], scopes: Sequence[str]) -> 
     if not ids:
         return reasons
     rows = session.execute(
-        select(Bullet.id, Bullet.status, Bullet.scope, Bullet.demoted_reason).where(
-            Bullet.id.in_(list(ids))
-        )
+        select(
+            Bullet.id, Bullet.status, Bullet.scope, Bullet.demoted_reason, Bullet.superseded_by
+        ).where(Bullet.id.in_(list(ids)))
     )
-    for bullet_id, status, scope, demoted_reason in rows:
-        if status != "active":
+    for bullet_id, status, scope, demoted_reason, superseded_by in rows:
+        if superseded_by and status == "superseded":
+            # Its replacement is what a reader of the block wants next.
+            reasons[bullet_id] = f"superseded by {superseded_by}" + (
+                f": {demoted_reason}" if demoted_reason != f"superseded by {superseded_by}" else ""
+            )
+        elif status != "active":
             reasons[bullet_id] = f"{status}: {demoted_reason}" if demoted_reason else status
         elif scope not in scopes:
             reasons[bullet_id] = f"moved to the scope {scope}"

@@ -196,3 +196,15 @@ def test_add_names_a_similar_live_lesson_but_not_a_duplicate_or_unrelated_one(
         # Another scope is not compared.
         elsewhere = lifecycle.add(session, SIMILAR, learned_from="P-1", actor="t", scope="o/r")
         assert elsewhere.created and elsewhere.similar is None
+
+
+def test_an_agents_md_block_says_which_lesson_replaced_one_it_dropped(
+    engine: Engine, pair: tuple[str, str]
+) -> None:
+    from playbook.repos import syncs
+
+    old, new = pair
+    supersede(engine, old, new)
+    with transaction(engine) as session:
+        reasons = syncs.why_removed(session, [old], ["global"])
+    assert reasons == {old: f"superseded by {new}: v2 fixes refunds"}
