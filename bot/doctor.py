@@ -15,6 +15,7 @@ from bot.jira import JiraClient
 from playbook import db
 from playbook.deliveries import heartbeats
 from playbook.errors import DatabaseUnavailable, PlaybookError
+from playbook.lessons import credential_scan
 from playbook.repos.settings import FILE_PATH
 
 # A doctor line names this many repositories; `config --repo` shows each in full.
@@ -145,6 +146,7 @@ def _database(engine: Engine, settings: Settings) -> Iterator[Check]:
     yield Check("database", "ok", f"{where} at schema {current}")
     yield from _worker(engine, settings)
     yield _repo_settings(engine)
+    yield _stored_credentials(engine)
 
 
 def _worker(engine: Engine, settings: Settings) -> Iterator[Check]:
@@ -195,6 +197,27 @@ def _repo_settings(engine: Engine) -> Check:
         "repository settings",
         "warn",
         f"{who} last good settings (or the defaults) until fixed: " + "; ".join(shown),
+    )
+
+
+def _stored_credentials(engine: Engine) -> Check:
+    """Lessons stored with a credential in them (before the rule, or written straight to SQL).
+
+    A warning: the lessons keep working, but their text is shown in public comments.
+    """
+    try:
+        with db.transaction(engine) as session:
+            lessons = {entry.bullet_id for entry in credential_scan.holding(session)}
+    except (PlaybookError, DatabaseUnavailable) as error:
+        return Check("credentials", "fail", str(error))
+    if not lessons:
+        return Check("credentials", "ok", "no lesson holds a credential")
+    count = "1 lesson holds" if len(lessons) == 1 else f"{len(lessons)} lessons hold"
+    return Check(
+        "credentials",
+        "warn",
+        f"{count} a credential; run `playbook-bot scan` to list them, then deprecate and "
+        "edit each (and rotate any credential that was real)",
     )
 
 

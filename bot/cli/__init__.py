@@ -82,6 +82,12 @@ def _rules() -> ModuleType:
     return rules
 
 
+def _scan() -> ModuleType:
+    from bot.cli import scan
+
+    return scan
+
+
 def _search() -> ModuleType:
     from bot.cli import search
 
@@ -226,6 +232,11 @@ COMMANDS: dict[str, Lazy] = {
         _bullets,
         "revert",
         "Undo one revision of a bullet (see `history`); the undo is itself a revision.",
+    ),
+    "scan": (
+        _scan,
+        "scan",
+        "List lessons that hold a credential (kind and place, never the value); exit 1 if any.",
     ),
     "search": (
         _search,
