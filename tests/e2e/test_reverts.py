@@ -406,3 +406,16 @@ def test_backfill_ignores_a_revert_merged_without_write_access(loop: Loop, cli) 
         "outcome not applied"
     ]
     assert_untouched(cli, loop.engine)
+
+
+def test_the_work_landing_again_brings_back_the_tickets_lessons(loop: Loop, cli) -> None:
+    merge_n(loop)
+    loop.github_event("pull_request.closed", merged(3, MERGED_M, body="Reverts #2"))
+    loop.github_event(
+        "pull_request.closed",
+        merged(5, MERGED_R, title="CTMS-4337: dedupe webhook retries, take two"),
+    )
+    loop.process()
+    assert (shown(cli, "pb-2")["status"], shown(cli, "pb-2")["demoted_reason"]) == ("active", None)
+    # pb-3 came from #2's Lessons section: #2 stays reverted, so its lesson stays out.
+    assert shown(cli, "pb-3")["demoted_reason"] == f"reverted ({key(3)})"

@@ -219,3 +219,17 @@ def test_reverts_that_name_each_other_stop(engine: Engine) -> None:
     with db.transaction(engine) as session:
         assert session.get(PullRequest, f"{REPO}#7").reverted_by is None
         assert session.get(PullRequest, f"{REPO}#8").reverted_by is None
+
+
+def test_a_later_merge_for_the_ticket_brings_back_what_a_revert_demoted() -> None:
+    from playbook.outcomes.pull_outcome import LessonFacts, judge
+
+    reason = f"reverted ({REPO}#8)"
+    learned = LessonFacts("pb-1", "CTMS-1", "deprecated", demoted_reason=reason)
+    assert judge(learned, merged=True, demote=True).move is Move.RESTORE
+    # Captured from the reverted PR's own Lessons section: it follows that PR.
+    captured = LessonFacts(
+        "pb-2", "CTMS-1", "deprecated", demoted_reason=reason, own_pull=(f"{REPO}#7", "reverted")
+    )
+    kept = judge(captured, merged=True, demote=True)
+    assert (kept.move, kept.why) == (Move.KEEP, f"its own PR {REPO}#7 is reverted")
