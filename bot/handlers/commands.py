@@ -101,7 +101,15 @@ def _apply(
                 )
                 if not result.created:
                     return f"{result.bullet.id} already says this; nothing added."
-                return f"Captured {result.bullet.id}, learned from {learned_from}."
+                captured = f"Captured {result.bullet.id}, learned from {learned_from}."
+                if result.similar is not None:
+                    # The people who may supersede are the ones who may write this command.
+                    old, new = result.similar.id, result.bullet.id
+                    captured += (
+                        f" It is much like {old}; if it replaces it: "
+                        f"`/playbook supersede {old} by {new}`."
+                    )
+                return captured
             bullet_id = command.bullet_id or ""
             if command.verb == "approve":
                 change = lifecycle.approve(session, bullet_id, actor=actor, reason=command.reason)
@@ -112,6 +120,13 @@ def _apply(
                     reason=command.reason or f"deprecated by {author}",
                     actor=actor,
                 )
+            elif command.verb == "supersede":
+                change = lifecycle.supersede(
+                    session, bullet_id, command.by or "", actor=actor, reason=command.reason
+                )
+                if not change.changed:
+                    return f"{bullet_id} is already superseded by {command.by}; nothing changed."
+                return f"{bullet_id} is now superseded by {command.by}."
             else:
                 change = lifecycle.restore(session, bullet_id, actor=actor, reason=command.reason)
             if not change.changed:

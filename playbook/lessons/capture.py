@@ -111,16 +111,22 @@ def lessons_in(body: str | None) -> list[str]:
 
 @dataclass(frozen=True)
 class Command:
-    """A `/lesson TEXT` or `/playbook VERB pb-N [reason]` line in a comment."""
+    """A `/lesson TEXT`, `/playbook VERB pb-N [reason]` or `/playbook supersede pb-N by pb-M
+    [reason]` line in a comment."""
 
-    verb: str  # lesson | approve | deprecate | restore
+    verb: str  # lesson | approve | deprecate | restore | supersede
     text: str = ""
     bullet_id: str | None = None
     reason: str | None = None
     problem: str | None = None
+    by: str | None = None  # supersede: the replacing lesson
 
 
-PLAYBOOK_VERBS = ("approve", "deprecate", "restore")
+PLAYBOOK_VERBS = ("approve", "deprecate", "restore", "supersede")
+PLAYBOOK_USAGE = (
+    "use /playbook approve|deprecate|restore pb-N [reason], or /playbook supersede pb-N by pb-M "
+    "[reason]"
+)
 
 
 def commands_in(body: str | None) -> list[Command]:
@@ -137,15 +143,26 @@ def commands_in(body: str | None) -> list[Command]:
             continue
         verb, _, tail = rest.partition(" ")
         bullet_id, _, reason = tail.strip().partition(" ")
-        if verb.lower() not in PLAYBOOK_VERBS or not ids.is_numbered(bullet_id):
-            found.append(
-                Command(
-                    "playbook",
-                    problem="use /playbook approve|deprecate|restore pb-N [reason]",
-                )
-            )
+        by = None
+        if verb.lower() == "supersede":
+            # `pb-3 by pb-9 why`, or without the `by`.
+            first, _, remainder = reason.strip().partition(" ")
+            if first.lower() == "by":
+                first, _, remainder = remainder.strip().partition(" ")
+            by, reason = (first, remainder) if ids.is_numbered(first) else (None, "")
+        if (
+            verb.lower() not in PLAYBOOK_VERBS
+            or not ids.is_numbered(bullet_id)
+            or (verb.lower() == "supersede" and by is None)
+        ):
+            found.append(Command("playbook", problem=PLAYBOOK_USAGE))
             continue
         found.append(
-            Command(verb.lower(), bullet_id=bullet_id.lower(), reason=reason.strip() or None)
+            Command(
+                verb.lower(),
+                bullet_id=bullet_id.lower(),
+                reason=reason.strip() or None,
+                by=by.lower() if by else None,
+            )
         )
     return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playbook.lessons.capture import Command, commands_in, lessons_in
+from playbook.lessons.capture import PLAYBOOK_USAGE, Command, commands_in, lessons_in
 
 
 def test_lessons_section_list_items() -> None:
@@ -53,11 +53,12 @@ def test_commands() -> None:
         Command("lesson", text="Run migrations before deploying the worker."),
         Command("deprecate", bullet_id="pb-12", reason="superseded by pb-14"),
         Command("approve", bullet_id="pb-3"),
-        Command("playbook", problem="use /playbook approve|deprecate|restore pb-N [reason]"),
-        Command("playbook", problem="use /playbook approve|deprecate|restore pb-N [reason]"),
+        Command("playbook", problem=PLAYBOOK_USAGE),
+        Command("playbook", problem=PLAYBOOK_USAGE),
         Command("lesson", problem="write the lesson after /lesson"),
     ]
     assert commands_in("mentions /lesson mid-line are not commands") == []
+    assert PLAYBOOK_USAGE.startswith("use /playbook approve|deprecate|restore pb-N [reason]")
 
 
 @pytest.mark.parametrize(
