@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot.cli.base import Context, UserError, echo_json, github_errors, note, pass_context
-from playbook.lessons import fields
+from playbook.lessons import fields, secrets
 from playbook.lessons.fields import FieldProblem
 from playbook.rules import imports
 from playbook.rules.imports import RuleSource
@@ -334,6 +334,12 @@ def _shown(text: str) -> str:
     return fields.shorten(text, _SHOWN_CHARS)[0]
 
 
+def _refused_text(entry: imports.Entry) -> str:
+    """A refused item's text as shown, unless it holds a credential: that is never repeated."""
+    found = secrets.find(entry.item.text)
+    return f"(not shown: it holds {found[0].label})" if found else entry.item.text
+
+
 def _summary(planned: imports.Plan, loaded: Sequence[_Loaded], *, dry_run: bool) -> str:
     """One line: added (or would add), from how many files, skipped, near-duplicates."""
     added = len(planned.of(imports.ADD))
@@ -354,7 +360,7 @@ def _entry_line(entry: imports.Entry, *, dry_run: bool) -> str:
         verb = "would add" if dry_run else f"added {entry.bullet_id}"
         return f"{entry.where}: {verb}{tags}: {text}"
     if entry.outcome == imports.INVALID:
-        return f"{entry.where}: skipped, {entry.problem}: {text}"
+        return f"{entry.where}: skipped, {entry.problem}: {_shown(_refused_text(entry))}"
     if entry.outcome == imports.RETIRED:
         why = "the same text, deprecated or archived"
     else:
@@ -389,7 +395,12 @@ def _as_json(
         for skip in one.parsed.skipped
     ]
     skipped += [
-        {"file": e.source.name, "line": e.item.line, "reason": e.problem, "excerpt": e.item.text}
+        {
+            "file": e.source.name,
+            "line": e.item.line,
+            "reason": e.problem,
+            "excerpt": _refused_text(e),
+        }
         for e in planned.of(imports.INVALID)
     ]
     return {

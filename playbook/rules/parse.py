@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
 from playbook.errors import InvalidInput
-from playbook.lessons import characters, fields
+from playbook.lessons import characters, fields, secrets
 from playbook.lessons.checks import normalize_tags
 from playbook.rules import END, START
 from playbook.search.text import STOP_WORDS, plain_words
@@ -125,7 +125,11 @@ def kind_of(path: str | PurePath) -> str | None:
 
 
 def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:
-    """The first words of ``text`` on one line, cut with an ellipsis."""
+    """The first words of ``text`` on one line, cut with an ellipsis; none if it holds a
+    credential (a code block with a token in it is skipped, and is not shown either)."""
+    found = secrets.find(text)
+    if found:
+        return f"(not shown: it holds {found[0].label})"
     return fields.shorten(" ".join(text.split()), max_chars)[0]
 
 
