@@ -104,8 +104,6 @@ _PASS_WORDS = frozenset({"db", "database", "key", "ldap", "smtp", "mysql", "post
 _REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?P<call>[(\[])?")
 # Demo values and the words of a value to fill in; Java's keystores default to "changeit".
 _PLACEHOLDER_WORDS = (
-    "xxx",
-    "***",
     "...",
     "redacted",
     "changeme",
@@ -215,7 +213,9 @@ def _spans(scan_line: Any, line: str) -> Iterator[tuple[str, str, int, int]]:
         value = secret.secret_value or ""
         for start in _occurrences(line, value):
             if kind != "url_password":
-                yield kind, label, start, _whole_token(line, start, start + len(value))
+                end = _whole_token(line, start, start + len(value))
+                if not _masked(line[start:end]):
+                    yield kind, label, start, end
             elif not _placeholder(value):
                 yield kind, label, start, start + len(value)
     for match in _GITHUB_PAT.finditer(line):
@@ -273,7 +273,13 @@ def _placeholder(value: str) -> bool:
         or lowered.startswith("your")
         or re.fullmatch(r"[A-Z][A-Z0-9_]*", value) is not None  # an environment variable
         or len(set(lowered)) <= 2
+        or _masked(value)
     )
+
+
+def _masked(value: str) -> bool:
+    """``sk_live_xxxxxxxxxxxxxxxx``, ``ghp_************``: a credential's shape, shown masked."""
+    return sum(ch in "xX*" for ch in value) * 2 >= len(value)
 
 
 def _looks_random(value: str) -> bool:
