@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import Engine
 
 from playbook import clock
 from playbook.db import transaction
 from playbook.experiment import holdout
-from playbook.gaps import grouping
+from playbook.gaps import grouping, report
 from playbook.gaps.report import Report, find
 from playbook.search import retrieval
 from tests.gaps_world import CLUSTER, NOW, OTHERS, a_lesson, searched, ticket
@@ -123,3 +124,16 @@ def test_a_scope_sees_only_its_own_tickets(engine: Engine) -> None:
     assert mine.tickets == 4
     # A prefix of another scope's name is not that scope.
     assert gaps_of(engine, scope="OP").tickets == 0
+
+
+def test_only_the_newest_tickets_are_looked_at(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(report, "MAX_TICKETS", 14)
+    searched(engine, OTHERS + CLUSTER)
+    assert not gaps_of(engine).capped
+    # One more report of the problem, older than all the others: left out.
+    searched(engine, [("CTMS-100", *CLUSTER[0][1:])], at=NOW - timedelta(days=1))
+    found = gaps_of(engine)
+    assert found.capped and found.tickets == 14
+    assert keys(found) == [["CTMS-101", "CTMS-102", "CTMS-103", "CTMS-104"]]
