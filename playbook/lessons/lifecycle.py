@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
-from playbook.lessons import characters, fields, replacements
+from playbook.lessons import characters, fields, replacements, secrets
 from playbook.lessons.checks import check_fields, check_status
 from playbook.lessons.ids import sort_key
 from playbook.models import Bullet, Revision
@@ -472,6 +472,9 @@ def revert(
     }
     if values.get("demoted_on"):
         values["demoted_on"] = clock.parse_time(values["demoted_on"])
+    # Undoing the edit that took a credential out must not put it back.
+    for field in ("text", "source_url"):
+        secrets.refuse(field, values.get(field))
     if values.get("status", bullet.status) != replacements.SUPERSEDED:
         values["superseded_by"] = None  # revisions older than supersession do not name it
     elif values.get("superseded_by") != bullet.superseded_by:

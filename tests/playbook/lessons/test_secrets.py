@@ -178,3 +178,17 @@ def test_the_scanner_is_imported_only_when_text_is_checked() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == "False"
+
+
+def test_undoing_the_edit_that_took_a_credential_out_is_refused(engine: Engine) -> None:
+    with transaction(engine) as session:
+        lifecycle.add(session, "Call the API as the bot", learned_from="C-1", actor="t")
+        # A lesson from before the rule, then the edit that cleaned it.
+        session.execute(update(Bullet).where(Bullet.id == "pb-1").values(text=SAMPLES[1].text))
+        lifecycle.edit(session, "pb-1", actor="t", text="Call the API as the bot, never")
+        cleaning = lifecycle.history(session, "pb-1")[-1].id
+    with transaction(engine) as session, pytest.raises(FieldProblem) as refused:
+        lifecycle.revert(session, "pb-1", cleaning, actor="t")
+    assert refused.value.field == "text" and SAMPLES[1].value not in str(refused.value)
+    with transaction(engine) as session:
+        assert session.get(Bullet, "pb-1").text == "Call the API as the bot, never"
