@@ -37,6 +37,7 @@ VALID: dict[tuple[str, str], tuple[dict[str, str], dict[str, Any], Any]] = {
     ("post", "/api/v1/lessons/{id}/approve"): ({"id": "pb-1"}, {}, {"reason": "ok"}),
     ("post", "/api/v1/lessons/{id}/deprecate"): ({"id": "pb-1"}, {}, {"reason": "old"}),
     ("post", "/api/v1/lessons/{id}/restore"): ({"id": "pb-1"}, {}, {"reason": "ok"}),
+    ("post", "/api/v1/lessons/{id}/supersede"): ({"id": "pb-2"}, {}, {"by": "pb-1"}),
     ("get", "/api/v1/search"): ({}, {"q": "webhooks", "k": 5, "ticket": "CTMS-2"}, None),
     ("post", "/api/v1/search"): ({}, {}, {"query": "webhooks", "ticket": "CTMS-2"}),
     ("get", "/api/v1/stats"): ({}, {}, None),
@@ -139,6 +140,8 @@ def over_limit_requests(document: dict[str, Any]) -> Iterator[tuple[str, str, An
 def client(engine: Engine, settings: Any) -> Any:
     with db.transaction(engine) as session:
         lifecycle.add(session, LESSON["text"], learned_from="CTMS-1", actor="t")
+        # pb-2, for pb-1 to supersede.
+        lifecycle.add(session, "Never hold a lock across HTTP", learned_from="CTMS-2", actor="t")
     app = create_app(settings.model_copy(update={"api_token": TOKEN}), engine=engine)
     return app.test_client()
 

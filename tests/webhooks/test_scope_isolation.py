@@ -180,6 +180,11 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
             ]
             for action in ("approve", "deprecate", "restore")
         },
+        ("post", f"{v1}/lessons/{{id}}/supersede"): [
+            (f"{v1}/lessons/{i}/supersede", {"by": by, "reason": "because"})
+            for i in ids
+            for by in (world["mine"], world["helpful"])
+        ],
     }
 
 
