@@ -216,7 +216,7 @@ def _spans(scan_line: Any, line: str) -> Iterator[tuple[str, str, int, int]]:
                 end = _whole_token(line, start, start + len(value))
                 if not _masked(line[start:end]):
                     yield kind, label, start, end
-            elif not _placeholder(value):
+            elif _the_password(line, start, value) and not _placeholder(value):
                 yield kind, label, start, start + len(value)
     for match in _GITHUB_PAT.finditer(line):
         yield "github_token", "a GitHub token", match.start(), match.end()
@@ -231,7 +231,18 @@ def _spans(scan_line: Any, line: str) -> Iterator[tuple[str, str, int, int]]:
         bare_colon = match.group("colon") and not "".join(match.group("closing", "space", "quote"))
         if not bare_colon and _secret_name(name) and _looks_random(value):
             start = match.start("value")
-            yield ASSIGNED, f"a credential assigned to {name}", start, start + len(value)
+            yield (
+                ASSIGNED,
+                f"a credential assigned to {_shown_name(name)}",
+                start,
+                start + len(value),
+            )
+
+
+def _the_password(line: str, start: int, value: str) -> bool:
+    """Whether this occurrence of a URL's password is the password (``:pw@``), not the same
+    word as the user name or in the path (``admin:admin@host/admin``)."""
+    return line[start - 1 : start] == ":" and line[start + len(value) :].startswith("@")
 
 
 def _occurrences(line: str, value: str) -> Iterator[int]:
@@ -257,6 +268,15 @@ def _secret_name(name: str) -> bool:
     if last == "pass":
         return before in _PASS_WORDS
     return False
+
+
+def _shown_name(name: str) -> str:
+    """The name a value is assigned to, as the refusal may repeat it: only when it is made of
+    words (``DB_PASSWORD``, ``apiKey``), so that no name can carry a credential out."""
+    parts = re.split(r"[-_.]", name)
+    if len(name) <= 40 and all(part.isalpha() and part.isascii() for part in parts if part):
+        return name
+    return "a password, secret or token name"
 
 
 def _entropy(value: str) -> float:

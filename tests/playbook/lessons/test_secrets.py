@@ -192,3 +192,17 @@ def test_undoing_the_edit_that_took_a_credential_out_is_refused(engine: Engine) 
     assert refused.value.field == "text" and SAMPLES[1].value not in str(refused.value)
     with transaction(engine) as session:
         assert session.get(Bullet, "pb-1").text == "Call the API as the bot, never"
+
+
+def test_a_url_password_is_placed_on_the_password_not_the_same_word_elsewhere() -> None:
+    text = "curl -XPOST http://admin:admin@localhost:8161/api/admin/queue"
+    [finding] = secrets.find(text)
+    assert (finding.kind, finding.start, finding.end) == ("url_password", 26, 30)
+
+
+def test_a_refusal_repeats_a_name_only_when_it_is_made_of_words() -> None:
+    token = SAMPLES[1].value
+    for text in (f"{token}_token=Zq8r2Lk9Xw3Mv7Nb5Tc1", "db2_password=Zq8r2Lk9Xw3Mv7Nb5Tc1"):
+        found = secrets.find(text)
+        assert found[-1].label == "a credential assigned to a password, secret or token name"
+        assert token not in json.dumps([f.label for f in found])
