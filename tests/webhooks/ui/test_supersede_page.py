@@ -81,6 +81,10 @@ def test_a_maintainer_supersedes_from_the_page_and_restores(
     assert 'name="by"' not in old_page  # no second supersession while superseded
     new_page = client.get(f"/ui/lessons/{new}").text
     assert "Supersedes" in new_page and f'href="/ui/lessons/{old}"' in new_page
+    # Out of the index, found by its words when asked for by status.
+    assert f'href="/ui/lessons/{old}"' not in client.get("/ui/?q=client").text
+    listed = client.get("/ui/?q=client&status=superseded").text
+    assert f'href="/ui/lessons/{old}"' in listed and "matched by their words" in listed
 
     client.post(f"/ui/lessons/{old}/restore", data={"csrf_token": token})
     assert _status(engine, old) == ("active", None)
