@@ -19,35 +19,31 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+# Plain ALTER TABLE, not batch mode: adding and dropping a nullable column is native on
+# SQLite (3.35+), and batch mode's table copy cannot drop `bullets` while rows of other
+# tables refer to it.
+_PULL_COLUMNS = ("head_sha", "merge_commit_sha", "reverts", "reverted_by")
+_PULL_INDEXED = ("head_sha", "merge_commit_sha", "reverts")
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("bullets") as batch:
-        batch.add_column(sa.Column("superseded_by", sa.String(length=64), nullable=True))
-        batch.create_index(batch.f("ix_bullets_superseded_by"), ["superseded_by"])
-    with op.batch_alter_table("pull_requests") as batch:
-        batch.add_column(sa.Column("head_sha", sa.String(length=64), nullable=True))
-        batch.add_column(sa.Column("merge_commit_sha", sa.String(length=64), nullable=True))
-        batch.add_column(sa.Column("reverts", sa.String(length=200), nullable=True))
-        batch.add_column(sa.Column("reverted_by", sa.String(length=200), nullable=True))
-        batch.create_index(batch.f("ix_pull_requests_head_sha"), ["head_sha"])
-        batch.create_index(batch.f("ix_pull_requests_merge_commit_sha"), ["merge_commit_sha"])
-        batch.create_index(batch.f("ix_pull_requests_reverts"), ["reverts"])
-    with op.batch_alter_table("retrievals") as batch:
-        batch.add_column(sa.Column("title", sa.Text(), nullable=True))
-        batch.add_column(sa.Column("text", sa.Text(), nullable=True))
+    op.add_column("bullets", sa.Column("superseded_by", sa.String(length=64), nullable=True))
+    op.create_index(op.f("ix_bullets_superseded_by"), "bullets", ["superseded_by"])
+    for name in _PULL_COLUMNS:
+        size = 64 if name.endswith("sha") else 200
+        op.add_column("pull_requests", sa.Column(name, sa.String(length=size), nullable=True))
+    for name in _PULL_INDEXED:
+        op.create_index(op.f(f"ix_pull_requests_{name}"), "pull_requests", [name])
+    op.add_column("retrievals", sa.Column("title", sa.Text(), nullable=True))
+    op.add_column("retrievals", sa.Column("text", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("retrievals") as batch:
-        batch.drop_column("text")
-        batch.drop_column("title")
-    with op.batch_alter_table("pull_requests") as batch:
-        batch.drop_index(batch.f("ix_pull_requests_reverts"))
-        batch.drop_index(batch.f("ix_pull_requests_merge_commit_sha"))
-        batch.drop_index(batch.f("ix_pull_requests_head_sha"))
-        batch.drop_column("reverted_by")
-        batch.drop_column("reverts")
-        batch.drop_column("merge_commit_sha")
-        batch.drop_column("head_sha")
-    with op.batch_alter_table("bullets") as batch:
-        batch.drop_index(batch.f("ix_bullets_superseded_by"))
-        batch.drop_column("superseded_by")
+    op.drop_column("retrievals", "text")
+    op.drop_column("retrievals", "title")
+    for name in _PULL_INDEXED:
+        op.drop_index(op.f(f"ix_pull_requests_{name}"), table_name="pull_requests")
+    for name in _PULL_COLUMNS:
+        op.drop_column("pull_requests", name)
+    op.drop_index(op.f("ix_bullets_superseded_by"), table_name="bullets")
+    op.drop_column("bullets", "superseded_by")
