@@ -102,16 +102,33 @@ _KEY_WORDS = frozenset(
 _PASS_WORDS = frozenset({"db", "database", "key", "ldap", "smtp", "mysql", "postgres", "redis"})
 # A value that names where the secret lives instead of being one.
 _REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?P<call>[(\[])?")
-# Demo values and the words of a value to fill in; Java's keystores default to "changeit".
-_PLACEHOLDER_WORDS = (
-    "...",
-    "redacted",
-    "changeme",
-    "changeit",
-    "example",
-    "placeholder",
-    "password",
-    "secret",
+# Demo values and the words of a value to fill in; Java's keystores default to "changeit". A
+# value is a placeholder only when it is made of such words alone ("your-password",
+# "example_secret"): "hunter2secret" or "MySecretPass1" hold the word and are still passwords.
+_PLACEHOLDER_WORDS = frozenset(
+    {
+        "redacted",
+        "changeme",
+        "changeit",
+        "example",
+        "placeholder",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "secret",
+        "token",
+        "key",
+        "api",
+        "your",
+        "my",
+        "here",
+        "dummy",
+        "fake",
+        "sample",
+        "user",
+        "username",
+    }
 )
 _TRAILING = ".)]}>"
 _TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
@@ -289,12 +306,18 @@ def _placeholder(value: str) -> bool:
     lowered = value.lower()
     return (
         value[:1] in ("<", "{", "$", "%")
-        or any(word in lowered for word in _PLACEHOLDER_WORDS)
+        or "..." in lowered
+        or _only_filler(lowered)
         or lowered.startswith("your")
         or re.fullmatch(r"[A-Z][A-Z0-9_]*", value) is not None  # an environment variable
         or len(set(lowered)) <= 2
         or _masked(value)
     )
+
+
+def _only_filler(lowered: str) -> bool:
+    parts = [part for part in re.split(r"[^a-z0-9]+", lowered) if part]
+    return bool(parts) and all(part in _PLACEHOLDER_WORDS for part in parts)
 
 
 def _masked(value: str) -> bool:
