@@ -206,3 +206,17 @@ def test_a_refusal_repeats_a_name_only_when_it_is_made_of_words() -> None:
         found = secrets.find(text)
         assert found[-1].label == "a credential assigned to a password, secret or token name"
         assert token not in json.dumps([f.label for f in found])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "db at postgres://admin:hunter2secret@db.example.com/x",
+        "password = 'MySecretPass1x'",
+    ],
+)
+def test_a_password_holding_a_filler_word_is_still_a_password(text: str) -> None:
+    assert [finding.kind for finding in secrets.find(text)] in (
+        ["url_password"],
+        ["assigned_secret"],
+    )
