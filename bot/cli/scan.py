@@ -35,7 +35,8 @@ def scan(ctx: Context, as_json: bool) -> None:
             click.echo(f"{where}: {secrets.summary(entry.findings)}{field}")
     if found:
         lessons = len({entry.bullet_id for entry in found})
-        note(f"{lessons} lesson{'s' if lessons != 1 else ''} hold a credential; {FIX}")
+        verb = "lessons hold" if lessons != 1 else "lesson holds"
+        note(f"{lessons} {verb} a credential; {FIX}")
         sys.exit(1)
     if not as_json:
         note("no lesson holds a credential")

@@ -37,9 +37,11 @@ THRESHOLD = 0.35
 # every pair and cost quadratic work, while a pair worth linking shares a rarer word too.
 CANDIDATE_SHARE = 0.02
 CANDIDATE_FLOOR = 20
-# See `Weights`: the fewest tickets the idf counts, and when a word is too common to weigh.
+# See `Weights`: the fewest tickets the idf counts, and when a word is too common to weigh. A
+# template's words are in nearly every ticket; a small team's week can be mostly one problem
+# (five reports among eight tickets), whose words must still link its tickets: 0.7, not 0.5.
 PRIOR_TICKETS = 50
-COMMON_SHARE = 0.5
+COMMON_SHARE = 0.7
 COMMON_MIN_TICKETS = 8
 # How many telling words a group shows.
 WORDS = 6

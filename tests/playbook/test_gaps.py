@@ -54,6 +54,16 @@ def test_tickets_sharing_only_the_template_are_not_grouped(engine: Engine) -> No
     assert gaps_of(engine, minimum=2, threshold=grouping.THRESHOLD / 5).gaps == []
 
 
+def test_a_week_mostly_about_one_problem_is_a_gap(engine: Engine) -> None:
+    # A small team's week: one problem reported five times, in the same words, among eight
+    # tickets. Its words are in most of the week's tickets, and still what the tickets are
+    # about, not a template's.
+    body = "After a broker restart the consumer group rebalances and committed offsets are lost."
+    same = [(f"OPS-{n}", f"Kafka rebalance storm loses offsets ({n})", body) for n in range(1, 6)]
+    searched(engine, [*same, *OTHERS[:3]])
+    assert keys(gaps_of(engine)) == [[key for key, _, _ in same]]
+
+
 def test_tickets_that_got_a_lesson_are_left_out(engine: Engine) -> None:
     shown = a_lesson(engine)
     searched(engine, OTHERS + CLUSTER[:3])
