@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from flask import Response, g, jsonify, request
-from flask_openapi3 import APIBlueprint, Tag
+from flask_openapi3 import Tag
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from bot import callers, write_limits
@@ -21,7 +21,7 @@ from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, Pla
 from playbook.lessons import characters, fields, lifecycle
 from playbook.outcomes import usage
 from playbook.stats_answer import Stats, stats_of
-from webhooks import problems
+from webhooks import api_parts, problems
 from webhooks.intake import decode, parse
 from webhooks.runtime import runtime
 
@@ -75,17 +75,7 @@ lessons_tag = Tag(name="lessons", description="Read, search and propose lessons.
 maintain_tag = Tag(name="maintain", description="Approve, deprecate, restore (maintainers).")
 usage_tag = Tag(name="usage", description="Report the lessons work loaded and cited.")
 
-api = APIBlueprint(
-    "api",
-    __name__,
-    url_prefix="/api/v1",
-    abp_security=[{"bearer": []}],
-    abp_responses={
-        "400": problems.RESPONSE,
-        "401": problems.RESPONSE,
-        "default": problems.RESPONSE,
-    },
-)
+api = api_parts.blueprint("api", __name__)
 
 
 @api.before_request

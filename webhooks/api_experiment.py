@@ -7,13 +7,13 @@ from datetime import UTC, date, datetime, time
 from typing import Annotated
 
 from flask import Response, g
-from flask_openapi3 import APIBlueprint, Tag
+from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator
 
 from playbook import agents, db
 from playbook.experiment import window
 from webhooks import api as v1
-from webhooks import problems
+from webhooks import api_parts
 from webhooks.runtime import runtime
 
 # The longest RFC 3339 time worth sending: 2026-11-17T10:00:00.123456+01:00 and some slack.
@@ -28,20 +28,7 @@ experiment_tag = Tag(
     name="experiment", description="The holdout experiment: does showing lessons help?"
 )
 
-api = APIBlueprint(
-    "api_experiment",
-    __name__,
-    url_prefix="/api/v1",
-    abp_security=[{"bearer": []}],
-    abp_responses={
-        "400": problems.RESPONSE,
-        "401": problems.RESPONSE,
-        "default": problems.RESPONSE,
-    },
-)
-# The same checks as every other /api/v1 route (a known token, JSON bodies), run first.
-for _check in v1.api.before_request_funcs.get(None, []):
-    api.before_request(_check)
+api = api_parts.sibling("api_experiment", __name__, v1.api)
 
 
 def window_time(text: str, *, end: bool) -> datetime:

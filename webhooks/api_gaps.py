@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from flask import Response, g
-from flask_openapi3 import APIBlueprint, Tag
+from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict, Field
 
 from playbook import agents, clock, db
 from playbook.gaps import report as gaps_report
 from webhooks import api as v1
-from webhooks import problems
+from webhooks import api_parts
 from webhooks.runtime import runtime
 from webhooks.ui.present import Links
 
@@ -19,20 +19,7 @@ gaps_tag = Tag(
     name="gaps", description="Where the playbook has no lesson for a problem that recurs."
 )
 
-api = APIBlueprint(
-    "api_gaps",
-    __name__,
-    url_prefix="/api/v1",
-    abp_security=[{"bearer": []}],
-    abp_responses={
-        "400": problems.RESPONSE,
-        "401": problems.RESPONSE,
-        "default": problems.RESPONSE,
-    },
-)
-# The same checks as every other /api/v1 route (a known token, JSON bodies), run first.
-for _check in v1.api.before_request_funcs.get(None, []):
-    api.before_request(_check)
+api = api_parts.sibling("api_gaps", __name__, v1.api)
 
 
 class GapsQuery(BaseModel):

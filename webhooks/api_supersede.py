@@ -5,30 +5,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from flask import Response, g
-from flask_openapi3 import APIBlueprint
 from pydantic import BaseModel, ConfigDict, Field
 
 from playbook import agents, db
 from playbook.errors import BulletNotFound, PlaybookError
 from playbook.lessons import fields
 from webhooks import api as v1
-from webhooks import problems
+from webhooks import api_parts, problems
 from webhooks.runtime import runtime
 
-api = APIBlueprint(
-    "api_supersede",
-    __name__,
-    url_prefix="/api/v1",
-    abp_security=[{"bearer": []}],
-    abp_responses={
-        "400": problems.RESPONSE,
-        "401": problems.RESPONSE,
-        "default": problems.RESPONSE,
-    },
-)
-# The same checks as every other /api/v1 route (a known token, JSON bodies), run first.
-for _check in v1.api.before_request_funcs.get(None, []):
-    api.before_request(_check)
+api = api_parts.sibling("api_supersede", __name__, v1.api)
 
 
 @api.errorhandler(PlaybookError)
