@@ -93,7 +93,9 @@ _SUGGESTING = (("would", "it", "make", "sense", "to"), ("is", "it", "worth"))
 # Openers that carry no meaning of the rule; dropped from the start of the proposal's text.
 _POLITE = re.compile(
     r"(?:nit|nitpick|minor|blocking|suggestion|small request|one thing|for next time|"
-    r"going forward|non-blocking|optional|note|also|btw|imo|imho|fwiw)"
+    r"going forward|non-blocking|optional|note|also|btw|imo|imho|fwiw|heads up|careful|"
+    r"requesting changes|changes requested|blocking on this|for the record|small thing|"
+    r"one rule though|one thing though)"
     r"(?:[ \t]*+\([^()\n]{0,40}\))?[ \t]*+[:,\-\u2013\u2014][ \t]*+",
     re.IGNORECASE,
 )

@@ -122,6 +122,12 @@ def test_politeness_and_nits_do_not_hide_a_rule_and_are_dropped_from_the_text() 
     ]
 
 
+def test_openers_are_dropped_from_the_text_but_kept_in_the_quote() -> None:
+    (rule,) = rules_in("Requesting changes: secrets must come from the environment.")
+    assert rule.text == "Secrets must come from the environment."
+    assert rule.quote == "Requesting changes: secrets must come from the environment."
+
+
 def test_a_changes_requested_review_with_a_suggestion_block() -> None:
     review = (
         "```suggestion\n        timeout=10,\n```\n"
