@@ -7,6 +7,7 @@ import re
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -56,7 +57,11 @@ def agent_tokens(value: str, default_scope: str | None) -> dict[str, AgentToken]
 class Settings(BaseSettings):
     """Everything a deployment may change, each with a default that works out of the box."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+    # protected_namespaces=(): the model endpoint's settings are named model_*, which pydantic
+    # before 2.10 warns about (it reserves the prefix for its own methods).
+    model_config = SettingsConfigDict(
+        env_file=".env", extra="ignore", populate_by_name=True, protected_namespaces=()
+    )
 
     database_url: str = Field(
         "sqlite:///playbook.db",
@@ -309,6 +314,76 @@ class Settings(BaseSettings):
         "it is reported (and before it can mark the lesson measured harmful or helpful).",
     )
 
+    # The model endpoint (issue 30): any OpenAI-compatible server; off unless URL and model are set.
+    model_base_url: str | None = Field(
+        None,
+        validation_alias="PLAYBOOK_MODEL_BASE_URL",
+        description="Base URL of an OpenAI-compatible endpoint, usually ending in /v1 (Ollama: "
+        "http://localhost:11434/v1). The model is off unless this and PLAYBOOK_MODEL are set.",
+    )
+    model_name: str | None = Field(
+        None,
+        max_length=200,
+        validation_alias="PLAYBOOK_MODEL",
+        description="The chat model to ask, as the endpoint names it (llama3.1:8b, gpt-4o-mini).",
+    )
+    # SecretStr: repr(settings), str(settings) and model_dump() show asterisks, never the key.
+    model_api_key: SecretStr | None = Field(
+        None,
+        validation_alias="PLAYBOOK_MODEL_API_KEY",
+        description="API key sent to the endpoint as a bearer token; local servers need none.",
+    )
+    model_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        # A local model loading into memory can take a minute; past ten, the endpoint is down.
+        le=600,
+        validation_alias="PLAYBOOK_MODEL_TIMEOUT_SECONDS",
+        description="How long one request to the model may take before it counts as failed.",
+    )
+    model_daily_calls: int = Field(
+        500,
+        ge=0,
+        le=10_000_000,
+        validation_alias="PLAYBOOK_MODEL_DAILY_CALLS",
+        description="Requests to the model allowed per UTC day, retries included; 0 allows none.",
+    )
+    model_daily_tokens: int = Field(
+        1_000_000,
+        ge=0,
+        le=100_000_000_000,
+        validation_alias="PLAYBOOK_MODEL_DAILY_TOKENS",
+        description="Prompt and completion tokens allowed per UTC day; 0 allows none.",
+    )
+    model_send_diffs: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_MODEL_SEND_DIFFS",
+        description="Also send a pull request's (bounded) diff to the model; by default only "
+        "its title, body, commit messages and review comments are sent.",
+    )
+
+    @property
+    def model_enabled(self) -> bool:
+        """Whether a model endpoint is configured: both its URL and the model's name."""
+        return bool(self.model_base_url and self.model_name)
+
+    @property
+    def model_key(self) -> str | None:
+        """PLAYBOOK_MODEL_API_KEY's value, for the client only: never show or log it."""
+        return self.model_api_key.get_secret_value() if self.model_api_key else None
+
+    @property
+    def model_endpoint(self) -> str | None:
+        """The endpoint's URL as shown to people: no credentials, no query string."""
+        if not self.model_base_url:
+            return None
+        parts = urlsplit(self.model_base_url)
+        host = parts.hostname or ""
+        if ":" in host:  # an IPv6 address is written in brackets in a URL
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}".rstrip("/")
+
     @property
     def experiment(self) -> holdout.Config:
         """The holdout's settings as the domain reads them."""
@@ -332,6 +407,10 @@ class Settings(BaseSettings):
             self.jira_pat,
             self.experiment_salt.get_secret_value() if self.experiment_salt else None,
             self.database_url if "@" in self.database_url else None,
+            self.model_key,
+            # A base URL may carry a user and password (a proxy in front of the model).
+            self.model_base_url if self.model_base_url and "@" in self.model_base_url else None,
+            urlsplit(self.model_base_url).password if self.model_base_url else None,
         ]
         with suppress(ArgumentError):
             values.append(make_url(self.database_url).password)  # type: ignore[arg-type]
@@ -378,6 +457,32 @@ class Settings(BaseSettings):
             CronTrigger.from_crontab(value, timezone="UTC")
         except ValueError as error:
             raise ValueError(f"{value!r} is not a crontab expression ({error})") from None
+        return value
+
+    @field_validator("model_base_url", "model_name", "model_api_key", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # `PLAYBOOK_MODEL=` in a .env file means "no model", not a model named "".
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
+    @field_validator("model_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        # The value is never repeated: it may carry a password (https://user:pass@host/v1).
+        example = "such as http://localhost:11434/v1"
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            raise ValueError(f"must be an http:// or https:// URL {example}") from None
+        if parts.scheme.lower() not in ("http", "https"):
+            raise ValueError(f"must be an http:// or https:// URL {example}")
+        if not parts.hostname:
+            raise ValueError(f"has no host; write it whole, {example}")
         return value
 
     @field_validator("log_level", "log_format", mode="before")
