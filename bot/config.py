@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from playbook.experiment import holdout
 from playbook.outcomes.pull_outcome import DemotePolicy
+from playbook.reviews.proposals import CaptureFrom, CaptureSetting
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,10 @@ class Settings(BaseSettings):
     # Its meaning is the domain's (pull_outcome.decide); here it is only parsed.
     demote_policy: DemotePolicy = Field(
         DemotePolicy.ALWAYS, validation_alias="PLAYBOOK_DEMOTE_POLICY"
+    )
+    # off | heuristic (model comes with the model jobs); playbook.reviews.proposals decides.
+    capture_from_reviews: CaptureSetting = Field(
+        CaptureFrom.HEURISTIC, validation_alias="PLAYBOOK_CAPTURE_FROM_REVIEWS"
     )
     review_label: str = Field("needs-human-review", validation_alias="PLAYBOOK_REVIEW_LABEL")
     agent_logins: str = Field(
