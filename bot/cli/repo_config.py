@@ -29,6 +29,7 @@ INSTALLATION = "installation"
 _FALLBACKS = {
     "max_lessons": "PLAYBOOK_LESSONS_PER_TICKET",
     "demote_policy": "PLAYBOOK_DEMOTE_POLICY",
+    "capture_from_reviews": "PLAYBOOK_CAPTURE_FROM_REVIEWS",
     "holdout_percent": "PLAYBOOK_HOLDOUT_PERCENT",
 }
 
@@ -186,7 +187,11 @@ def _installation_value(key: str, settings: Settings, engine: Engine) -> tuple[A
     variable = _FALLBACKS[key]
     if key == "holdout_percent":
         return _experiment_share(settings, engine)
-    value = settings.lessons_per_ticket if key == "max_lessons" else settings.demote_policy.value
+    value = {
+        "max_lessons": settings.lessons_per_ticket,
+        "demote_policy": settings.demote_policy.value,
+        "capture_from_reviews": settings.capture_from_reviews.value,
+    }[key]
     return value, f"{variable}={value}"
 
 

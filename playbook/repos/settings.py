@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from playbook.outcomes.pull_outcome import DemotePolicy
+from playbook.reviews.proposals import CaptureSetting
 
 FILE_PATH = ".github/playbook-bot.yml"
 # The repository of organisation-wide defaults, as GitHub and Probot name it.
@@ -58,6 +59,7 @@ class RepoSettings(BaseModel):
     comment: bool = True
     max_lessons: int | None = Field(None, ge=1, le=20)
     demote_policy: DemotePolicy | None = None
+    capture_from_reviews: CaptureSetting | None = None
     holdout_percent: int | None = Field(None, ge=0, le=50)
     ignore_labels: list[str] = Field(default_factory=list, max_length=100)
     agents_md: AgentsMd = Field(default_factory=AgentsMd)
@@ -197,6 +199,7 @@ def _errors(values: dict[Any, Any]) -> list[tuple[str, str]]:
                 message = f"is not a setting; the settings are {', '.join(allowed)}"
             else:
                 message = item["msg"].replace("Input should be", "must be")
+                message = message.removeprefix("Value error, ")
             found.append((key, message))
         return found
     return []

@@ -46,9 +46,9 @@ class CaptureFrom(StrEnum):
 
 
 def _capture_value(value: Any) -> Any:
-    """YAML reads a bare `off` as false; a setting is compared without case."""
-    if value is False:
-        return CaptureFrom.OFF.value
+    """YAML reads a bare `off` as false (and `on` as true); a value is compared without case."""
+    if isinstance(value, bool):  # `off`/`no` and `on`/`yes` in YAML
+        return (CaptureFrom.HEURISTIC if value else CaptureFrom.OFF).value
     if isinstance(value, str):
         value = value.strip().lower()
         if value == "model":

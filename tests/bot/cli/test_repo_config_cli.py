@@ -93,6 +93,7 @@ def test_a_repository_file_over_its_organisations_shows_each_value_and_its_sourc
         "comment": ["false", repository],
         "max_lessons": ["3", repository],
         "demote_policy": ["always", "PLAYBOOK_DEMOTE_POLICY=always"],
+        "capture_from_reviews": ["heuristic", "PLAYBOOK_CAPTURE_FROM_REVIEWS=heuristic"],
         "holdout_percent": ["0", "PLAYBOOK_HOLDOUT_PERCENT=0"],
         "ignore_labels": ["[wontfix]", organisation],
         "agents_md.enabled": ["true", repository],
@@ -150,7 +151,8 @@ def test_a_bad_file_names_each_problem_with_its_line_and_keeps_the_last_good_set
     assert problems[1:] == [
         f"  {FILE_PATH}:3: max_lessons: must be less than or equal to 20",
         f"  {FILE_PATH}:2: colour: is not a setting; the settings are enabled, scope, comment, "
-        "max_lessons, demote_policy, holdout_percent, ignore_labels, agents_md",
+        "max_lessons, demote_policy, capture_from_reviews, holdout_percent, ignore_labels, "
+        "agents_md",
     ]
 
     assert result.stderr == ""  # each problem once, in the report, not again as a log line
@@ -331,3 +333,23 @@ def test_doctor_names_a_few_repositories_and_counts_the_rest(engine: Engine, set
 
 def test_the_short_help_is_the_commands_own() -> None:
     assert repo_config.config.get_short_help_str(limit=300).startswith("Show a repository's")
+
+
+def test_a_repository_can_turn_proposals_from_reviews_off_and_model_is_not_offered_yet(
+    cli, github: FakeGitHub
+) -> None:
+    # YAML reads a bare `off` as false: the file means the setting's value off all the same.
+    github.put_file(REPO, FILE_PATH, b"capture_from_reviews: off\n")
+    result = cli("config", "--repo", REPO)
+    assert result.exit_code == 0, result.output
+    assert rows(result.stdout)["capture_from_reviews"] == ["off", f"repository file {FILE_PATH}"]
+    answer = json.loads(cli("config", "--repo", REPO, "--json").stdout)
+    assert answer["settings"]["capture_from_reviews"] == {"value": "off", "source": "repository"}
+
+    github.put_file(REPO, FILE_PATH, b"capture_from_reviews: model\n")
+    checked = cli("config", "--repo", REPO, "--check")
+    assert checked.exit_code == 1
+    assert (
+        f"  {FILE_PATH}:1: capture_from_reviews: 'model' needs the model jobs, which this "
+        "version does not have yet; use 'off' or 'heuristic'"
+    ) in checked.stdout.splitlines()
