@@ -8,10 +8,11 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
-from bot import repo_settings
+from bot import model_client, repo_settings
 from bot.config import Settings
 from bot.github import GitHubClients
 from bot.jira import JiraClient
+from bot.logs import redact
 from playbook import db
 from playbook.deliveries import heartbeats
 from playbook.errors import DatabaseUnavailable, PlaybookError
@@ -112,6 +113,7 @@ def run_checks(settings: Settings) -> Iterator[Check]:
             "off",
             "/webhooks/jira refuses every delivery (401); set JIRA_WEBHOOK_SECRET",
         )
+    yield _model(settings)
     if settings.api_token:
         yield Check("agent API", "ok", "PLAYBOOK_API_TOKEN is set")
     else:
@@ -127,6 +129,50 @@ def run_checks(settings: Settings) -> Iterator[Check]:
         )
     else:
         yield Check("metrics", "off", "/metrics answers 503; set PLAYBOOK_METRICS_TOKEN")
+
+
+def _model(settings: Settings) -> Check:
+    """The model endpoint: reachable, serving the model, answering JSON to one tiny call.
+
+    Graded as GitHub and Jira are: off when unset, a failure when set and not working. No line
+    shows the key, and the endpoint is shown without the credentials its URL may carry.
+    """
+    base_url, model = settings.model_base_url, settings.model_name
+    if not (base_url and model):
+        if not (base_url or model):
+            return Check(
+                "model",
+                "off",
+                "off; set PLAYBOOK_MODEL_BASE_URL and PLAYBOOK_MODEL to rate lessons and "
+                "propose them from reviews with a model",
+            )
+        # Half a configuration is a mistake more often than a choice.
+        missing = "PLAYBOOK_MODEL" if base_url else "PLAYBOOK_MODEL_BASE_URL"
+        return Check("model", "warn", f"off, {missing} is not set; set it to use the model")
+    try:
+        client = model_client.make_client(
+            base_url, settings.model_key, settings.model_timeout_seconds
+        )
+        problem = model_client.check(client, model)
+    except Exception as error:  # any failure is a finding to report, not a crash
+        problem = f"{redact(_first_line(error))}; check PLAYBOOK_MODEL_BASE_URL"
+    if problem is not None:
+        return Check("model", "fail", _without_key(problem, settings.model_key))
+    where = f"{model} at {settings.model_endpoint}"
+    calls, tokens = settings.model_daily_calls, settings.model_daily_tokens
+    budget = f"daily budget {calls:,} calls and {tokens:,} tokens"
+    if not calls or not tokens:
+        empty = "PLAYBOOK_MODEL_DAILY_TOKENS" if calls else "PLAYBOOK_MODEL_DAILY_CALLS"
+        return Check(
+            "model", "warn", f"{where} answers, but a {budget} allows no call; set {empty} above 0"
+        )
+    diffs = "diffs are sent" if settings.model_send_diffs else "diffs are not sent"
+    return Check("model", "ok", f"{where} answers JSON ({budget}; {diffs})")
+
+
+def _without_key(text: str, key: str | None) -> str:
+    """``text`` with the API key masked, however short it is (redact skips short secrets)."""
+    return text.replace(key, "***") if key else text
 
 
 def _database(engine: Engine, settings: Settings) -> Iterator[Check]:

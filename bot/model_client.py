@@ -237,7 +237,7 @@ def check(client: OpenAI, model: str) -> str | None:
     if not isinstance(parsed, dict):
         return (
             f"model {model!r} at {where} answered, but not with a JSON object; "
-            "choose a model that follows JSON mode (PLAYBOOK_MODEL)"
+            "set PLAYBOOK_MODEL to a model that follows JSON mode"
         )
     return None
 
@@ -246,12 +246,16 @@ def _fix(error: ModelError, model: str, where: str) -> str:
     """A doctor line for a failed check: what went wrong and the setting to change."""
     fixes = {
         "auth": "the endpoint refused the API key; check PLAYBOOK_MODEL_API_KEY",
-        "not_found": f"the endpoint has no model {model!r}; pull it or change PLAYBOOK_MODEL",
-        "timeout": "no answer within the timeout; is the model loaded, or raise the timeout",
+        "not_found": f"the endpoint has no model {model!r}; pull it there or set PLAYBOOK_MODEL "
+        "to one it serves",
+        "timeout": "no answer within the timeout; check the model is loaded, or raise "
+        "PLAYBOOK_MODEL_TIMEOUT_SECONDS",
         "unavailable": "check PLAYBOOK_MODEL_BASE_URL (it usually ends in /v1) and the server",
-        "rate_limited": "the endpoint is rate limiting this key; try later or raise its limits",
-        "bad_request": "the endpoint refused the request",
-        "bad_answer": "the model's answer was unusable",
+        "rate_limited": "the endpoint is rate limiting this key; try later, or check its limits",
+        "bad_request": "the endpoint refused the request; check PLAYBOOK_MODEL_BASE_URL and "
+        "PLAYBOOK_MODEL",
+        "bad_answer": "the model's answer was unusable; set PLAYBOOK_MODEL to one that follows "
+        "JSON mode",
     }
     return f"model endpoint at {where}: {error.detail} ({fixes[error.reason]})"
 
