@@ -1,5 +1,5 @@
-"""Prometheus metrics: what the receiver, the worker and side effects count, and the database
-gauges read at scrape time.
+"""Prometheus metrics: what the receiver, the worker, side effects and model calls count, and
+the database gauges read at scrape time.
 
 Counters and histograms live in each process. Under gunicorn's several workers, or with
 `playbook-bot worker` processes beside the web, set PROMETHEUS_MULTIPROC_DIR (before the
@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, SessionTransaction
 
+from bot.model_client import Answer, ModelError
 from playbook import db, upkeep
 from playbook.deliveries import heartbeats, inbox
 from playbook.models import STATUSES
@@ -84,6 +85,26 @@ SEARCH_SECONDS = Histogram(
     ["consumer"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
+# A model's purposes, the label's whole range (anything else is "other"): series stay few.
+MODEL_PURPOSES = ("rating", "reflection")
+MODEL_CALLS = Counter(
+    "playbook_model_calls",
+    "Requests made to the model endpoint (what PLAYBOOK_MODEL_DAILY_CALLS counts, retries "
+    "included), by purpose and the outcome of the question they were for: ok, or the failure "
+    "(timeout, rate_limited, unavailable, bad_answer, auth, not_found, bad_request).",
+    ["purpose", "outcome"],
+)
+MODEL_TOKENS = Counter(
+    "playbook_model_tokens",
+    "Tokens the model endpoint reported using, by purpose and kind (prompt, completion).",
+    ["purpose", "kind"],
+)
+MODEL_CALL_SECONDS = Histogram(
+    "playbook_model_call_seconds",
+    "Time one question to the model took, its retry on an unusable answer included.",
+    ["purpose"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600),
+)
 
 _warned = False
 
@@ -116,6 +137,17 @@ def finished(source: str, event_name: str, outcome: str | None, started: float) 
 def side_effect(target: str, action: str, status: str) -> None:
     """A side effect ended as ``status`` now (a failure, which the log does not keep)."""
     _update(SIDE_EFFECTS.labels(target, action, status).inc)
+
+
+def model_call(purpose: str, result: Answer[Any] | ModelError) -> None:
+    """One question to the model ended with ``result``: count its requests, tokens and time."""
+    label = purpose if purpose in MODEL_PURPOSES else "other"
+    outcome = result.reason if isinstance(result, ModelError) else "ok"
+    usage = result.usage
+    _update(lambda: MODEL_CALLS.labels(label, outcome).inc(usage.calls))
+    _update(lambda: MODEL_TOKENS.labels(label, "prompt").inc(usage.prompt_tokens))
+    _update(lambda: MODEL_TOKENS.labels(label, "completion").inc(usage.completion_tokens))
+    _update(lambda: MODEL_CALL_SECONDS.labels(label).observe(result.latency_s))
 
 
 _PENDING_EFFECTS = "playbook_metrics_effects"
