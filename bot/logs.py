@@ -109,3 +109,6 @@ def configure_logging(
     root.setLevel(level.upper())
     # Alembic narrates every migration step at INFO; that is noise in a CLI's output.
     logging.getLogger("alembic").setLevel(max(root.level, logging.WARNING))
+    # httpx (under the model client) logs every request at INFO: noise in `doctor`'s report
+    # and the worker's log, which say what each model call came to.
+    logging.getLogger("httpx").setLevel(max(root.level, logging.WARNING))

@@ -79,6 +79,7 @@ def test_a_working_endpoint_is_ok_with_its_host_and_model_and_one_tiny_call(
     assert "diffs are not sent" in line
     assert len(fake.chat_requests()) == 1
     assert KEY not in result.output
+    assert "HTTP Request" not in result.output  # the HTTP client's own log is not the report
 
 
 def test_an_ollama_name_without_its_tag_is_ok(
