@@ -12,11 +12,12 @@ from jira.exceptions import JIRAError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from bot import metrics
+from bot import metrics, review_reads
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
 from bot.logs import current_delivery
+from bot.review_reads import FeedbackRead
 from playbook import db
 from playbook.deliveries import inbox, side_effects
 
@@ -80,6 +81,9 @@ class Effects(Protocol):
 
     def commit_messages(self, ref: TicketRef) -> list[str]:
         """The commit messages of the pull request ``ref``."""
+
+    def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
+        """One kind of review feedback on the pull request ``ref`` (`bot.review_reads`)."""
 
     def forget_installation(self, installation_id: int) -> None:
         """Drop what is cached for a removed installation (its client and token)."""
@@ -302,6 +306,18 @@ class LiveEffects:
                 return []
             raise
 
+    def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
+        """Reviews, line comments or conversation of a PR; the bot's own marked as a bot's."""
+        client = self.github.for_installation(ref.installation_id)
+        own = None
+        if not (self.settings.github_app_id and ref.installation_id is not None):
+            # A personal token's comments are a User's: only its login tells they are ours.
+            try:
+                own = self.github.bot_login(ref.installation_id)
+            except GithubException:
+                own = None
+        return review_reads.read_feedback(client, ref, kind, limit, own)
+
     def jira_comment(
         self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen
     ) -> JiraCommentSeen | None:
@@ -367,6 +383,10 @@ class DryRunEffects:
     def commit_messages(self, ref: TicketRef) -> list[str]:
         """None: a dry run has no GitHub to ask."""
         return []
+
+    def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
+        """Nothing: a dry run has no GitHub to ask."""
+        return FeedbackRead(None, [])
 
     def forget_installation(self, installation_id: int) -> None:
         """Nothing is cached in a dry run."""

@@ -155,6 +155,7 @@ class Recorded:
     added: list[str]
     cited: int
     skipped: tuple[Skipped, ...] = ()  # Lessons-section items holding a credential
+    primary: str | None = None  # the ticket its lessons and cites count for
 
 
 def record(
@@ -188,4 +189,6 @@ def record(
     )
     for text, at in comments:
         cited += cite(session, seen.key, primary, text, "comment", at, **credit)
-    return Recorded(pull.state, news, pull.outcome_evidence, tickets, added, cited, tuple(skipped))
+    return Recorded(
+        pull.state, news, pull.outcome_evidence, tickets, added, cited, tuple(skipped), primary
+    )

@@ -13,6 +13,7 @@ from playbook.models import PullRequest
 from playbook.outcomes import tracking, usage
 from playbook.outcomes.evidence import ACTOR
 from playbook.outcomes.tracking import PullRequestState
+from playbook.reviews.proposals import SOURCE as REVIEW_SOURCE
 
 # Why the bot soft-deprecated a lesson: a PR for its ticket closed unmerged. Only a lesson
 # demoted for this reason comes back when a later PR for the ticket merges.
@@ -197,6 +198,7 @@ class LessonFacts:
     changed_by_hand: bool = False  # a person changed its status after the closing
     own_pull: tuple[str, str] | None = None  # (key, state) of another PR it was captured from
     alive: tuple[str, ...] = ()  # other PRs for the ticket that are open or merged
+    from_review: bool = False  # proposed from review feedback: only a maintainer decides
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,9 @@ def judge(lesson: LessonFacts, merged: bool, demote: bool) -> LessonVerdict:
     """
     if lesson.changed_by_hand:
         return LessonVerdict(lesson.bullet_id, Move.KEEP, "changed by hand after this outcome")
+    if lesson.from_review and lesson.status == "proposed":
+        # A reviewer's rule is no claim of the agent's work: no later PR approves or demotes it.
+        return LessonVerdict(lesson.bullet_id, Move.NONE)
     if merged and lesson.own_pull is not None and lesson.own_pull[1] != "merged":
         key, state = lesson.own_pull
         return LessonVerdict(lesson.bullet_id, Move.KEEP, f"its own PR {key} is {state}")
@@ -289,6 +294,7 @@ def settle(
                 changed_by_hand=by_hand,
                 own_pull=(source.key, _state(source)) if source is not None else None,
                 alive=alive,
+                from_review=(bullet.source or "").startswith(REVIEW_SOURCE),
             )
             verdict = judge(lesson, merged, demote)
             if verdict.move is Move.KEEP and verdict.why is not None:

@@ -25,7 +25,8 @@ from playbook.outcomes import evidence
 from playbook.reviews import prose
 from playbook.reviews.rules import rules_in
 
-# The `source` of a proposal found by the heuristic (a model's will say so in its own).
+# The `source` of a proposal found by the heuristic. Any source starting so (a model's too) is
+# left to a maintainer by a PR's outcome: `pull_outcome.judge` neither approves nor demotes it.
 SOURCE = "review"
 # Each kind of feedback read is bounded: a PR with a thousand comments is a flame war, not a
 # review, and its hundred first comments hold its rules if anything does.

@@ -15,6 +15,7 @@ import jwt
 from flask import request
 
 from tests.fakes.github_git import GitRoutes
+from tests.fakes.github_reviews import ReviewRoutes
 from tests.fakes.server import FakeServer
 
 
@@ -22,7 +23,7 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class FakeGitHub(GitRoutes, FakeServer):
+class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
     """Enough of api.github.com for PyGithub, with state tests can seed and inspect."""
 
     def __init__(self, *, app_id: int | None = None, public_key: str | None = None) -> None:
@@ -46,6 +47,7 @@ class FakeGitHub(GitRoutes, FakeServer):
         self._ids = itertools.count(9000)
         self._routes()
         self._init_git()
+        self._init_reviews()
 
     # --- seeding ---------------------------------------------------------------------------
 
@@ -133,11 +135,13 @@ class FakeGitHub(GitRoutes, FakeServer):
     def add_comment(self, full_name: str, number: int, body: str, user: str) -> dict[str, Any]:
         """A comment written by a person (not the bot)."""
         comment_id = next(self._ids)
+        kind = "pull" if (full_name, number) in self.pulls else "issues"
         comment = {
             "id": comment_id,
             "body": body,
-            "user": {"login": user, "type": "User"},
+            "user": {"login": user, "type": "Bot" if user.endswith("[bot]") else "User"},
             "performed_via_github_app": None,
+            "html_url": f"https://github.com/{full_name}/{kind}/{number}#issuecomment-{comment_id}",
             "created_at": _iso(datetime.now(UTC)),
             "updated_at": _iso(datetime.now(UTC)),
             "_issue": (full_name, number),

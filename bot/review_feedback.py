@@ -1,0 +1,119 @@
+"""Proposals from a closed PR's review feedback: the GitHub reads, each an effect, then the domain.
+
+When a PR linked to a ticket closes and its outcome is applied (once per close, so a redelivery
+or a backfill re-run proposes nothing new), three lists are read: the reviews that requested
+changes, the review comments on lines, and the conversation (whose last comment is the closing
+comment of an unmerged close). Who counts and what is proposed is `playbook.reviews.proposals`'.
+A read that fails is logged as failed and leaves the outcome as it was applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import requests
+from github.GithubException import GithubException
+
+from bot import claims
+from bot.effects import TicketRef, log_effect
+from bot.github import NotConfigured
+from playbook import db
+from playbook.outcomes import evidence
+from playbook.outcomes.pull_outcome import Closer
+from playbook.outcomes.tracking import PullRequestState
+from playbook.reviews import proposals
+from playbook.reviews.proposals import CaptureFrom, Feedback
+
+if TYPE_CHECKING:
+    from bot.repo_settings import Effective
+    from bot.services import Services
+
+# Logged under the handler's name, with the outcome's lines it follows.
+log = logging.getLogger("bot.handlers.pull_requests")
+T = TypeVar("T")
+_ACTIONS = {
+    proposals.REVIEW: "read_reviews",
+    proposals.LINE: "read_review_comments",
+    proposals.CONVERSATION: "read_comments",
+}
+
+
+def _read(services: Services, ref: TicketRef, action: str, call: Callable[[], T]) -> T | None:
+    """An effect whose failure is logged as failed and answers None, instead of raising.
+
+    Like `context.effect` (the lease checked first, a missing credential logged as skipped),
+    but a GitHub that fails here fails only the proposals, never the outcome applied before.
+    """
+    claims.check()
+    try:
+        result = call()
+    except NotConfigured as missing:
+        log.warning("%s on %s skipped: %s", action, ref.key, missing)
+        log_effect(services.engine, ref, action, "skipped", str(missing))
+        return None
+    except (GithubException, requests.RequestException) as error:
+        why = f"HTTP {error.status}" if isinstance(error, GithubException) else type(error).__name__
+        log.warning("%s on %s failed (%s): no proposals from it", action, ref.key, why)
+        log_effect(services.engine, ref, action, "failed", why)
+        return None
+    log_effect(services.engine, ref, action, "dry_run" if services.out.dry_run else "done")
+    return result
+
+
+def _writers(services: Services, ref: TicketRef, logins: list[str]) -> set[str]:
+    """The logins with write access, asked once each (the list is distinct already)."""
+    found = set()
+    for login in logins:
+        allowed = _read(
+            services,
+            ref,
+            "check_permission",
+            lambda who=login: services.out.can_change_playbook(ref, who),
+        )
+        if allowed:
+            found.add(login)
+    return found
+
+
+def propose_from_reviews(
+    services: Services,
+    seen: PullRequestState,
+    recorded: evidence.Recorded,
+    own: Effective,
+    closer: Closer | None,
+) -> proposals.Proposals | None:
+    """Propose the rules of the trusted feedback on a closed PR; None when nothing is read."""
+    mode = own.settings.capture_from_reviews or services.settings.capture_from_reviews
+    if mode is CaptureFrom.OFF or not recorded.tickets or seen.state not in ("merged", "closed"):
+        return None
+    ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
+    limit = proposals.MAX_PER_KIND
+    feedback: list[Feedback] = []
+    authors = {closer.opener if closer else None}
+    for kind, action in _ACTIONS.items():
+        read = _read(
+            services,
+            ref,
+            action,
+            lambda kind=kind: services.out.pull_feedback(ref, kind, limit),
+        )
+        if read is not None:
+            authors.add(read.author)
+            feedback.extend(read.items)
+    # The bot's own comments come marked as a bot's (`LiveEffects.pull_feedback`).
+    asked = proposals.candidates(feedback, authors, None)
+    writers = _writers(services, ref, asked)
+    ticket = recorded.primary or recorded.tickets[0]
+    scope = evidence.scope_of(ticket, own.scope)
+    with db.transaction(services.engine) as session:
+        done = proposals.propose(
+            session,
+            proposals.trusted(feedback, writers),
+            ticket=ticket,
+            scope=scope,
+            pr_key=seen.key,
+        )
+    log.info(done.summary(seen.key))
+    return done
