@@ -316,7 +316,7 @@ class LiveEffects:
                 own = self.github.bot_login(ref.installation_id)
             except GithubException:
                 own = None
-        return review_reads.read_feedback(client, ref, kind, limit, own)
+        return review_reads.read_feedback(client, ref.repo or "", ref.number or 0, kind, limit, own)
 
     def jira_comment(
         self, ref: TicketRef, comment_id: str, claimed: JiraCommentSeen

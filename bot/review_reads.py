@@ -5,16 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from github.GithubException import GithubException
 
 from playbook import clock
 from playbook.reviews import proposals
 from playbook.reviews.proposals import CONVERSATION, LINE, REVIEW, Feedback
-
-if TYPE_CHECKING:
-    from bot.effects import TicketRef
 
 
 @dataclass(frozen=True)
@@ -45,15 +42,15 @@ def _feedback(kind: str, thing: Any, at: Any) -> Feedback:
 
 
 def read_feedback(
-    client: Any, ref: TicketRef, kind: str, limit: int, own: str | None = None
+    client: Any, repo: str, number: int, kind: str, limit: int, own: str | None = None
 ) -> FeedbackRead:
-    """One kind of feedback on the PR ``ref`` through PyGithub, at most ``limit`` items.
+    """One kind of feedback on PR ``number`` of ``repo`` through PyGithub, at most ``limit`` items.
 
     ``own`` is the bot's login when GitHub does not say so by its type (a personal token):
     its comments are marked as a bot's, as an App's are.
     """
     try:
-        pull = client.get_repo(ref.repo or "").get_pull(ref.number or 0)
+        pull = client.get_repo(repo).get_pull(number)
     except GithubException as error:
         if error.status == 404:  # the PR is gone: no feedback to read (a retry would not help)
             return FeedbackRead(None, [])
