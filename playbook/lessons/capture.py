@@ -33,7 +33,7 @@ MIN_LESSON_CHARS = 12
 _MARKDOWN = MarkdownIt("commonmark").disable("inline")
 
 
-def _without_comments(text: str) -> str:
+def without_comments(text: str) -> str:
     """The text without its HTML comments; an unterminated ``<!--`` hides the rest, as on GitHub.
 
     A scan with ``str.find`` rather than ``re.sub(r"<!--.*?-->", ...)``: the lazy pattern
@@ -68,7 +68,7 @@ def lessons_in(body: str | None) -> list[str]:
     at any depth, each with its continuation lines; a section without a list counts each
     paragraph. Text is kept as written (its inline Markdown included).
     """
-    tokens = _MARKDOWN.parse(_without_comments((body or "")[:BODY_CHARS]))
+    tokens = _MARKDOWN.parse(without_comments((body or "")[:BODY_CHARS]))
     inside = False
     in_heading = False
     lists = 0
@@ -132,7 +132,7 @@ PLAYBOOK_USAGE = (
 def commands_in(body: str | None) -> list[Command]:
     """Every command in a comment, in order; a malformed one carries its problem."""
     found = []
-    for match in _COMMAND.finditer(_without_comments((body or "")[:BODY_CHARS])):
+    for match in _COMMAND.finditer(without_comments((body or "")[:BODY_CHARS])):
         name, rest = match.group(1).lower(), match.group(2).strip()
         if name == "lesson":
             rest = characters.visible(rest).strip()

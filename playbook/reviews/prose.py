@@ -9,6 +9,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from playbook.lessons import characters
+from playbook.lessons.capture import without_comments
 
 # GitHub caps a comment or a review body at 65,536 characters; no more is read, whatever arrives.
 FEEDBACK_CHARS = 65_536
@@ -24,24 +25,6 @@ _CC = frozenset({"cc", "cc:", "/cc", "fyi"})
 # Words after which a period ends no sentence.
 _ABBREVIATIONS = frozenset({"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "eg.", "ie.", "al."})
 _CLOSERS = ".!?"
-
-
-def _without_comments(text: str) -> str:
-    """The text without HTML comments; an unterminated ``<!--`` hides the rest, as on GitHub.
-
-    A ``str.find`` scan: a lazy ``<!--.*?-->`` pattern would search the rest of the text from
-    every opening, quadratic when none closes.
-    """
-    kept: list[str] = []
-    start = 0
-    while (opening := text.find("<!--", start)) != -1:
-        kept.append(text[start:opening])
-        closing = text.find("-->", opening + 4)
-        if closing == -1:
-            return "".join(kept)
-        start = closing + 3
-    kept.append(text[start:])
-    return "".join(kept)
 
 
 def _inline_text(token: Token) -> str:
@@ -133,7 +116,7 @@ def paragraphs_in(feedback: str | None, *, quotes: bool = False) -> list[str]:
     are left out; block quotes too unless ``quotes`` (a reviewer quotes code or the author, not
     their own rule). Inline code keeps its text in backticks, a link keeps its text.
     """
-    text = characters.visible(_without_comments((feedback or "")[:FEEDBACK_CHARS]))
+    text = characters.visible(without_comments((feedback or "")[:FEEDBACK_CHARS]))
     found: list[str] = []
     quoted = 0
     in_table = 0
@@ -166,7 +149,7 @@ def plain_text(feedback: str | None) -> str:
 
     URLs and @mentions are left out, as from the sentences.
     """
-    text = characters.visible(_without_comments((feedback or "")[:FEEDBACK_CHARS]))
+    text = characters.visible(without_comments((feedback or "")[:FEEDBACK_CHARS]))
     words: list[str] = []
     for token in _MARKDOWN.parse(text):
         if token.type == "inline":

@@ -14,6 +14,7 @@ from markdown_it.tree import SyntaxTreeNode
 
 from playbook.errors import InvalidInput
 from playbook.lessons import characters, fields, secrets
+from playbook.lessons.capture import without_comments
 from playbook.lessons.checks import normalize_tags
 from playbook.rules import END, START
 from playbook.search.text import STOP_WORDS, plain_words
@@ -272,27 +273,9 @@ def _inline(node: SyntaxTreeNode) -> str:
     return "".join(child.content for child in node.children if child.type == "inline")
 
 
-def _without_comments(text: str) -> str:
-    """``text`` without HTML comments; an unclosed ``<!--`` hides the rest, as on GitHub.
-
-    A scan with ``str.find``: a lazy pattern would search the rest for ``-->`` from every
-    ``<!--``, quadratic in untrusted text where none closes.
-    """
-    kept: list[str] = []
-    start = 0
-    while (opening := text.find("<!--", start)) != -1:
-        kept.append(text[start:opening])
-        closing = text.find("-->", opening + 4)
-        if closing == -1:
-            return "".join(kept)
-        start = closing + 3
-    kept.append(text[start:])
-    return "".join(kept)
-
-
 def _clean(text: str) -> str:
     """A block's text as one line of visible characters, its task box and comments gone."""
-    text = " ".join(_without_comments(text).split())
+    text = " ".join(without_comments(text).split())
     if text[:4] in ("[ ] ", "[x] ", "[X] "):
         text = text[4:]
     return " ".join(characters.visible(text).split())
