@@ -8,7 +8,6 @@ from sqlalchemy import Engine
 
 from playbook.db import transaction
 from playbook.lessons import lifecycle
-from playbook.models import Bullet
 from playbook.reviews import batches
 
 START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
