@@ -18,7 +18,7 @@ def _settings() -> Settings:
 
 def _blueprint() -> Blueprint:
     """The /ui routes, all in one list: what the page can do is read here."""
-    from webhooks.ui import deliveries, lessons, login, stats
+    from webhooks.ui import deliveries, lessons, login, proposal_batches, stats
 
     read = access.reader(_settings)
     write = access.maintainer
@@ -35,7 +35,9 @@ def _blueprint() -> Blueprint:
         ("/lessons/<bullet_id>/supersede", "supersede", write(lessons.supersede), ("POST",)),
         ("/lessons/<bullet_id>/edit", "edit_form", write(lessons.edit_form), ("GET",)),
         ("/lessons/<bullet_id>/edit", "edit", write(lessons.edit), ("POST",)),
-        ("/proposals", "proposals", read(lessons.proposals), ("GET",)),
+        ("/proposals", "proposals", read(proposal_batches.proposals), ("GET",)),
+        ("/proposals/approve", "approve_all", write(proposal_batches.approve_all), ("POST",)),
+        ("/proposals/reject", "reject_all", write(proposal_batches.reject_all), ("POST",)),
         ("/stats", "stats", read(stats.stats), ("GET",)),
         # Deliveries hold payloads from private repositories and tracebacks: never public.
         ("/deliveries", "deliveries", write(deliveries.deliveries), ("GET",)),

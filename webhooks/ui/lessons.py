@@ -1,4 +1,4 @@
-"""The lesson pages of /ui: the list with search, one lesson with its history, and proposals."""
+"""The lesson pages of /ui: the list with search, one lesson with its history, its actions."""
 
 from __future__ import annotations
 
@@ -187,10 +187,3 @@ def edit(bullet_id: str) -> Response | tuple[str, int]:
         return html, 400
     flash(f"saved {bullet_id}" if changed else "nothing changed", "ok")
     return redirect(url_for("ui.lesson", bullet_id=bullet_id))
-
-
-def proposals() -> str:
-    """Proposed lessons waiting for a maintainer."""
-    with db.transaction(runtime().engine) as session:
-        waiting = browse.proposals(session)
-        return render_template("proposals.html", proposals=waiting)
