@@ -24,6 +24,7 @@ from bot.config import Settings
 from playbook import agents, db
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
 from playbook.outcomes import usage
+from playbook.reviews import batches
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ and pull requests, ranked for the task at hand.
    near-duplicate of an existing lesson creates nothing and names the existing one instead,
    and one much like an existing lesson names it in `similar_to`.
 
-Tools never approve, edit, deprecate, supersede or restore lessons: maintainers do that.
+Tools never approve, edit, deprecate, supersede or restore lessons: maintainers do that, and
+only a maintainer's token may call `list_proposals` (the proposals waiting, in batches).
 """
 
 
@@ -290,6 +292,17 @@ def build_server(
                 max_chars=settings.max_lesson_chars,
             ),
         )
+
+    @server.tool(
+        title="List proposals (maintainers)", annotations=ToolAnnotations(read_only_hint=True)
+    )
+    def list_proposals(ctx: Context) -> batches.ProposalBatches:
+        """Proposed lessons waiting for a maintainer, newest batch first (maintainer token only).
+
+        The review proposals of one PR are one batch with the PR's key and link; every other
+        proposal is a batch of its own. An agent token gets an error: agents propose, not review.
+        """
+        return run(ctx, batches.listing)
 
     @server.resource(
         LESSON_URI,

@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from playbook import agents
 from playbook.models import Bullet
 from playbook.reviews.proposals import SOURCE
 
@@ -123,4 +125,49 @@ def batch(session: Session, key: str) -> Batch | None:
     return next((b for b in batches(session) if b.pull and b.key == key), None)
 
 
-__all__ = ["OTHER", "Batch", "PullRef", "batch", "batches", "is_review", "pull_of"]
+class ProposalBatch(BaseModel):
+    """A batch as the API and MCP return it."""
+
+    key: str = Field(description="owner/repo#n for a PR's batch; else the source URL or 'other'.")
+    url: str | None = Field(description="The PR's page for a PR's batch; null otherwise.")
+    pull: bool = Field(description="True for the review proposals of one PR.")
+    proposals: list[agents.Lesson] = Field(
+        description="Oldest first; each source_url is its comment."
+    )
+
+
+class ProposalBatches(BaseModel):
+    """Every pending proposal, in batches, newest batch first."""
+
+    proposals: int = Field(description="How many proposals the batches hold.")
+    batches: list[ProposalBatch]
+
+
+def listing(session: Session, caller: agents.Caller) -> ProposalBatches:
+    """The batches for a maintainer; an agent token may propose, not review proposals."""
+    if caller.role != "maintainer":
+        raise agents.Forbidden("only a maintainer may list proposals; agents may propose")
+    found = [
+        ProposalBatch(
+            key=batch.key,
+            url=batch.url,
+            pull=batch.pull,
+            proposals=[agents.lesson(bullet) for bullet in batch.proposals],
+        )
+        for batch in batches(session)
+    ]
+    return ProposalBatches(proposals=sum(len(b.proposals) for b in found), batches=found)
+
+
+__all__ = [
+    "OTHER",
+    "Batch",
+    "ProposalBatch",
+    "ProposalBatches",
+    "PullRef",
+    "batch",
+    "batches",
+    "is_review",
+    "listing",
+    "pull_of",
+]

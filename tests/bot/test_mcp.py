@@ -27,7 +27,7 @@ from tests.support import saw, serving
 from webhooks import mcp_http
 from webhooks.app import create_app
 
-TOOLS = {"search_lessons", "get_lesson", "record_usage", "propose_lesson"}
+TOOLS = {"search_lessons", "get_lesson", "record_usage", "propose_lesson", "list_proposals"}
 MAINTAINER = "maintainer-secret-1"
 AGENT = "agent-secret-1"
 SCOPED = "scoped-secret-1"
@@ -384,8 +384,9 @@ def test_http_agent_token_cites_as_the_agent(served: str, two_scopes, engine: En
 
 def test_http_maintainer_token_works(served: str, two_scopes) -> None:
     async def body(client: Client) -> None:
-        # The maintainer sees every scope, and still has no tool to approve or deprecate.
+        # The maintainer sees every scope and the proposals, and has no tool to approve.
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        assert not (await client.call_tool("list_proposals", {})).is_error
         other = await client.call_tool("get_lesson", {"id": two_scopes["other"]})
         assert other.structured_content["scope"] == "other/repo"
         cite = {"ticket": "OTHER-8", "lesson_ids": [two_scopes["other"]], "kind": "cited"}

@@ -18,8 +18,8 @@ from mcp import Client
 from sqlalchemy import Engine
 
 from bot.config import Settings
-from bot.mcp_server import build_server, local_caller
-from playbook import db
+from bot.mcp_server import build_server
+from playbook import agents, db
 from playbook.lessons import lifecycle
 from webhooks.app import create_app
 
@@ -42,6 +42,7 @@ VALID: dict[tuple[str, str], tuple[dict[str, str], dict[str, Any], Any]] = {
     ("post", "/api/v1/search"): ({}, {}, {"query": "webhooks", "ticket": "CTMS-2"}),
     ("get", "/api/v1/stats"): ({}, {}, None),
     ("get", "/api/v1/gaps"): ({}, {"days": 7, "min": 3}, None),
+    ("get", "/api/v1/proposals"): ({}, {}, None),
     ("get", "/api/v1/experiment"): ({}, {"since": "2026-01-01", "until": "2026-12-31"}, None),
     ("post", "/api/v1/usage"): ({}, {}, EVENT),
 }
@@ -188,6 +189,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "get_lesson": {"id": "pb-1"},
     "record_usage": {"ticket": "CTMS-3", "lesson_ids": ["pb-1"], "kind": "loaded"},
     "propose_lesson": {"text": "Log the delivery id", "learned_from": "CTMS-3", "tags": ["x"]},
+    "list_proposals": {},
 }
 
 
@@ -195,7 +197,9 @@ def test_every_documented_mcp_limit_is_enforced(engine: Engine, database_url: st
     with db.transaction(engine) as session:
         lifecycle.add(session, LESSON["text"], learned_from="CTMS-1", actor="t")
     settings = Settings(PLAYBOOK_DATABASE_URL=database_url, _env_file=None)
-    server = build_server(settings, lambda: engine, local_caller(settings))
+    # A maintainer, over HTTP: list_proposals is for maintainers; the limits are the same.
+    maintainer = agents.Caller(actor="mcp:limits", role="maintainer")
+    server = build_server(settings, lambda: engine, lambda _ctx: maintainer)
 
     async def session() -> None:
         async with Client(server) as client:

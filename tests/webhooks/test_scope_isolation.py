@@ -156,6 +156,8 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
         ("post", f"{v1}/search"): [(f"{v1}/search", {"query": q, "k": 10, "ticket": "API-2"})],
         ("get", f"{v1}/stats"): [(f"{v1}/stats", None)],
         ("get", f"{v1}/gaps"): [(f"{v1}/gaps", None), (f"{v1}/gaps?days=366&min=2", None)],
+        # For maintainers: an agent token gets 403, never another scope's proposals.
+        ("get", f"{v1}/proposals"): [(f"{v1}/proposals", None)],
         ("get", f"{v1}/experiment"): [
             (f"{v1}/experiment", None),
             (f"{v1}/experiment?since=2020-01-01&until=2099-12-31T00:00:00Z", None),
@@ -258,6 +260,8 @@ def tool_calls(world: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
                 "learned_from": "API-7",
             }
         ],
+        # For maintainers: the agent gets an error, never another scope's proposals.
+        "list_proposals": [{}],
     }
 
 
