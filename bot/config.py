@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from playbook.experiment import holdout
@@ -241,7 +241,7 @@ class Settings(BaseSettings):
     demote_policy: DemotePolicy = Field(
         DemotePolicy.ALWAYS, validation_alias="PLAYBOOK_DEMOTE_POLICY"
     )
-    # off | heuristic (model comes with the model jobs); playbook.reviews.proposals decides.
+    # off | heuristic | model (needs the model endpoint); playbook.reviews.proposals decides.
     capture_from_reviews: CaptureSetting = Field(
         CaptureFrom.HEURISTIC, validation_alias="PLAYBOOK_CAPTURE_FROM_REVIEWS"
     )
@@ -463,6 +463,15 @@ class Settings(BaseSettings):
         except ValueError as error:
             raise ValueError(f"{value!r} is not a crontab expression ({error})") from None
         return value
+
+    @model_validator(mode="after")
+    def _model_capture_needs_a_model(self) -> Settings:
+        if self.capture_from_reviews is CaptureFrom.MODEL and not self.model_enabled:
+            raise ValueError(
+                "PLAYBOOK_CAPTURE_FROM_REVIEWS=model needs a model endpoint: set "
+                "PLAYBOOK_MODEL_BASE_URL and PLAYBOOK_MODEL, or use 'heuristic'"
+            )
+        return self
 
     @field_validator("model_base_url", "model_name", "model_api_key", mode="before")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Protocol
 
 from github.GithubException import GithubException, UnknownObjectException
@@ -84,6 +85,9 @@ class Effects(Protocol):
 
     def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
         """One kind of review feedback on the pull request ``ref`` (`bot.review_reads`)."""
+
+    def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
+        """The pull request's title, body, commit messages and maybe its bounded diff."""
 
     def forget_installation(self, installation_id: int) -> None:
         """Drop what is cached for a removed installation (its client and token)."""
@@ -306,6 +310,19 @@ class LiveEffects:
                 return []
             raise
 
+    def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
+        """A PR's title, body, commit messages and (``with_diff``) bounded diff; None if gone."""
+        client = self.github.for_installation(ref.installation_id)
+        try:
+            pull = client.get_repo(ref.repo or "").get_pull(ref.number or 0)
+            commits = [c.commit.message for c in islice(pull.get_commits(), PULL_WORK_COMMITS)]
+            diff = _bounded_diff(pull.get_files()) if with_diff else None
+        except GithubException as error:
+            if error.status == 404:  # the PR is gone: nothing to rate it by
+                return None
+            raise
+        return PullWork(pull.title or "", pull.body or "", commits, diff)
+
     def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
         """Reviews, line comments or conversation of a PR; the bot's own marked as a bot's."""
         client = self.github.for_installation(ref.installation_id)
@@ -330,6 +347,35 @@ class LiveEffects:
             raise
         body = raw.get("body") if isinstance(raw.get("body"), str) else ""
         return JiraCommentSeen(author_of(raw.get("author")), body)
+
+
+# A rating job reads at most this many commits and files of a PR, and this much of its diff.
+PULL_WORK_COMMITS = 50
+PULL_WORK_FILES = 100
+PULL_WORK_DIFF_CHARS = 12_000
+
+
+@dataclass(frozen=True)
+class PullWork:
+    """A closed PR's own words (and maybe its diff), as GitHub has them now."""
+
+    title: str
+    body: str
+    commits: list[str]
+    diff: str | None
+
+
+def _bounded_diff(files: Any) -> str:
+    """The PR's patches, file by file, cut at `PULL_WORK_DIFF_CHARS` (binary files have none)."""
+    parts: list[str] = []
+    used = 0
+    for changed in islice(files, PULL_WORK_FILES):
+        piece = f"--- {changed.filename}\n{changed.patch or '(no text diff)'}\n"
+        parts.append(piece[: PULL_WORK_DIFF_CHARS - used])
+        used += len(parts[-1])
+        if used >= PULL_WORK_DIFF_CHARS:
+            break
+    return "".join(parts)
 
 
 @dataclass
@@ -383,6 +429,10 @@ class DryRunEffects:
     def commit_messages(self, ref: TicketRef) -> list[str]:
         """None: a dry run has no GitHub to ask."""
         return []
+
+    def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
+        """None: a dry run has no GitHub to ask."""
+        return None
 
     def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
         """Nothing: a dry run has no GitHub to ask."""

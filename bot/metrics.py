@@ -105,6 +105,15 @@ MODEL_CALL_SECONDS = Histogram(
     ["purpose"],
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600),
 )
+MODEL_QUOTES_DROPPED = Counter(
+    "playbook_model_quotes_dropped",
+    "Lessons a reflection call returned whose quote is not in the review feedback (dropped).",
+)
+RATINGS_RECORDED = Counter(
+    "playbook_ratings_recorded",
+    "Model ratings stored for lessons shown and not cited, by sign (up, none, down).",
+    ["sign"],
+)
 
 _warned = False
 
@@ -148,6 +157,19 @@ def model_call(purpose: str, result: Answer[Any] | ModelError) -> None:
     _update(lambda: MODEL_TOKENS.labels(label, "prompt").inc(usage.prompt_tokens))
     _update(lambda: MODEL_TOKENS.labels(label, "completion").inc(usage.completion_tokens))
     _update(lambda: MODEL_CALL_SECONDS.labels(label).observe(result.latency_s))
+
+
+def model_quotes_dropped(count: int) -> None:
+    """A reflection answer held ``count`` lessons resting on words nobody wrote."""
+    if count:
+        _update(lambda: MODEL_QUOTES_DROPPED.inc(count))
+
+
+def ratings_recorded(scores: list[float]) -> None:
+    """Ratings were stored with these scores."""
+    for score in scores:
+        sign = "up" if score > 0 else "down" if score < 0 else "none"
+        _update(RATINGS_RECORDED.labels(sign).inc)
 
 
 _PENDING_EFFECTS = "playbook_metrics_effects"

@@ -22,6 +22,10 @@ class PermanentError(Exception):
     """A handler failure that retrying cannot fix (the delivery goes straight to dead)."""
 
 
+class Transient(Exception):
+    """A failure a later try may not meet (a peer down or slow): retried with backoff."""
+
+
 class Ignored(Exception):
     """The delivery needs nothing done; the message says why (shown by `deliveries list`)."""
 
@@ -127,7 +131,9 @@ def classify(error: BaseException) -> Failure:
     reason = describe(error)
     if isinstance(error, PermanentError | ValidationError):
         return Failure("permanent", reason)
-    if isinstance(error, DatabaseUnavailable | exc.OperationalError | exc.InterfaceError):
+    if isinstance(
+        error, Transient | DatabaseUnavailable | exc.OperationalError | exc.InterfaceError
+    ):
         return Failure("transient", reason)
     until = rate_limit_reset(error)
     if until is not None:

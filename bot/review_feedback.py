@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 import requests
 from github.GithubException import GithubException
 
-from bot import claims
+from bot import claims, model_jobs
 from bot.effects import TicketRef, log_effect
 from bot.github import NotConfigured
 from playbook import db
@@ -77,21 +77,11 @@ def _writers(services: Services, ref: TicketRef, logins: list[str]) -> set[str]:
     return found
 
 
-def propose_from_reviews(
-    services: Services,
-    seen: PullRequestState,
-    recorded: evidence.Recorded,
-    own: Effective,
-    closer: Closer | None,
-) -> proposals.Proposals | None:
-    """Propose the rules of the trusted feedback on a closed PR; None when nothing is read."""
-    mode = own.settings.capture_from_reviews or services.settings.capture_from_reviews
-    if mode is CaptureFrom.OFF or not recorded.tickets or seen.state not in ("merged", "closed"):
-        return None
-    ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
+def trusted_feedback(services: Services, ref: TicketRef, opener: str | None) -> list[Feedback]:
+    """The feedback on a PR by people with write access (never its author, a bot or the bot)."""
     limit = proposals.MAX_PER_KIND
     feedback: list[Feedback] = []
-    authors = {closer.opener if closer else None}
+    authors = {opener}
     for kind, action in _ACTIONS.items():
         read = _read(
             services,
@@ -105,15 +95,45 @@ def propose_from_reviews(
     # The bot's own comments come marked as a bot's (`LiveEffects.pull_feedback`).
     asked = proposals.candidates(feedback, authors, None)
     writers = _writers(services, ref, asked)
+    return proposals.trusted(feedback, writers)
+
+
+def capture_mode(services: Services, own: Effective) -> CaptureFrom:
+    """How this repository's review feedback becomes proposals; `model` needs a model set.
+
+    A repository's settings file may ask for the model where the server has none: its
+    feedback then goes to the heuristic, said once per PR in the log.
+    """
+    mode = own.settings.capture_from_reviews or services.settings.capture_from_reviews
+    if mode is CaptureFrom.MODEL and not services.settings.model_enabled:
+        log.info("capture_from_reviews is 'model' but no model endpoint is set: using heuristic")
+        return CaptureFrom.HEURISTIC
+    return mode
+
+
+def propose_from_reviews(
+    services: Services,
+    seen: PullRequestState,
+    recorded: evidence.Recorded,
+    own: Effective,
+    closer: Closer | None,
+) -> proposals.Proposals | None:
+    """Propose the rules of the trusted feedback on a closed PR; None when nothing is read.
+
+    With the model, nothing is read here: one reflection job is queued for the model's worker.
+    """
+    mode = capture_mode(services, own)
+    if mode is CaptureFrom.OFF or not recorded.tickets or seen.state not in ("merged", "closed"):
+        return None
     ticket = recorded.primary or recorded.tickets[0]
     scope = evidence.scope_of(ticket, own.scope)
+    opener = closer.opener if closer else None
+    if mode is CaptureFrom.MODEL:
+        model_jobs.queue_reflection(services, seen, ticket, scope, opener)
+        return None
+    ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
+    feedback = trusted_feedback(services, ref, opener)
     with db.transaction(services.engine) as session:
-        done = proposals.propose(
-            session,
-            proposals.trusted(feedback, writers),
-            ticket=ticket,
-            scope=scope,
-            pr_key=seen.key,
-        )
+        done = proposals.propose(session, feedback, ticket=ticket, scope=scope, pr_key=seen.key)
     log.info(done.summary(seen.key))
     return done

@@ -54,8 +54,12 @@ class Worker:
         name: str | None = None,
         handlers: Router = router,
         lanes: int | None = None,
+        queue: str = "deliveries",
     ) -> None:
         self.services = services
+        # "deliveries" (webhooks and the bot's own posting jobs), "model" (model jobs: slow,
+        # one at a time, on a worker of their own) or "all".
+        self.queue = queue
         # A random part: thread ids are reused, and a restarted worker is a new lease holder.
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.handlers = handlers
@@ -81,9 +85,11 @@ class Worker:
             claimed = inbox.claim(
                 session,
                 self.name,
-                limit=self.services.settings.worker_batch,
+                # One model job at a time: each may wait a minute on the model.
+                limit=1 if self.queue == "model" else self.services.settings.worker_batch,
                 lease=self.lease,
                 max_attempts=self.policy.max_attempts,
+                queue=self.queue,
             )
             # Claimed rows stay readable after the commit (sessions do not expire on commit).
             batch = list(claimed)

@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -104,6 +105,10 @@ class Bullet(Base):
     # The playbook version of this bullet's last change: a process holding an index at
     # version v refreshes exactly the bullets with version > v.
     version: Mapped[int] = mapped_column(BigInteger, default=0, index=True)
+    # How many model ratings the lesson has and their scores' sum (`playbook.ratings`), so
+    # ranking reads them with the cites; indexed: ranking asks for the few rated up.
+    ratings: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    rating_sum: Mapped[float] = mapped_column(Float, default=0.0, server_default="0", index=True)
 
 
 class UsageEvent(Base):
@@ -535,3 +540,32 @@ class RuleFileSync(Base):
     synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # One line: what the last sync did or why it did nothing.
     last_result: Mapped[str | None] = mapped_column(Text)
+
+
+class Rating(Base):
+    """A model's rating of a lesson shown for a ticket that a PR did not cite: did it help?"""
+
+    __tablename__ = "ratings"
+    # One rating per lesson and PR: a job run twice, or a backfill, rates nothing twice.
+    __table_args__ = (UniqueConstraint("bullet_id", "pr_key", name="uq_ratings_bullet_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    bullet_id: Mapped[str] = mapped_column(String(64), ForeignKey("bullets.id"))
+    ticket_key: Mapped[str | None] = mapped_column(String(200))
+    pr_key: Mapped[str] = mapped_column(String(200), index=True)
+    score: Mapped[float] = mapped_column(Float)  # -1 (went against it) .. +1 (followed it)
+    reason: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(200))
+    prompt_version: Mapped[str] = mapped_column(String(50))
+    rated_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class ModelUsage(Base):
+    """What the model endpoint cost on one UTC day, checked against the daily budgets."""
+
+    __tablename__ = "model_usage"
+
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)  # 2026-11-27
+    calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

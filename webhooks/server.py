@@ -101,7 +101,10 @@ class EmbeddedServer:
         # waitress ends its loop on SystemExit: SIGTERM stops `serve` as Ctrl-C does.
         signal.signal(signal.SIGTERM, _exit)
         engine = self.application.extensions["playbook"].engine
-        start_thread(Services(engine=engine, settings=self.settings), self._stop)
+        services = Services(engine=engine, settings=self.settings)
+        start_thread(services, self._stop)
+        # Model jobs on a worker of their own: a slow model never holds up a delivery.
+        start_thread(services, self._stop, queue="model")
         self._scheduler = scheduler.start(engine, self.settings)
         try:
             self.server.run()

@@ -11,7 +11,7 @@ import click
 
 from bot.cli.base import CommandFailed, Context, UserError, note, pass_context
 from bot.services import Services
-from bot.worker import Worker
+from bot.worker import Worker, start_thread
 
 
 @click.command()
@@ -64,10 +64,14 @@ def cannot_listen(host: str, port: int, error: OSError) -> str:
 @pass_context
 def worker(ctx: Context, once: bool) -> None:
     """Process inbox deliveries (run beside gunicorn in production)."""
-    runner = Worker(Services(engine=ctx.engine, settings=ctx.settings))
+    services = Services(engine=ctx.engine, settings=ctx.settings)
+    runner = Worker(services)
     if once:
         total = 0
         while batch := runner.run_once():
+            total += batch
+        jobs = Worker(services, queue="model")
+        while batch := jobs.run_once():
             total += batch
         click.echo(f"processed {total} deliveries")
         return
@@ -78,6 +82,8 @@ def worker(ctx: Context, once: bool) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     schedule = scheduler.start(ctx.engine, ctx.settings)
+    # Model jobs on a worker thread of their own: a slow model never holds up a delivery.
+    start_thread(services, stop, queue="model")
     try:
         runner.run(stop)
     finally:

@@ -3,6 +3,7 @@
 from bot.handlers import (
     commands,
     installations,
+    model_jobs,
     pull_requests,
     reposts,
     retrieve_and_comment,
@@ -19,6 +20,7 @@ router = Router(
     pull_requests.router,
     retrieve_and_comment.router,
     reposts.router,
+    model_jobs.router,
     settings_files.router,
     rule_files.router,
 )
@@ -30,6 +32,7 @@ __all__ = [
     "PermanentError",
     "commands",
     "installations",
+    "model_jobs",
     "pull_requests",
     "reposts",
     "retrieve_and_comment",

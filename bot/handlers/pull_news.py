@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from bot import repo_settings, review_feedback
+from bot import model_jobs, repo_settings, review_feedback
 from bot.effects import TicketRef
 from bot.handlers import lesson_refusals
 from bot.handlers.context import Ignored, effect
@@ -153,6 +153,9 @@ def apply_pull_request(
         log_revert(change)
     # Once per close, after its outcome: a failed read costs the proposals, never the outcome.
     review_feedback.propose_from_reviews(services, seen, recorded, own, closer)
+    # The model rates what was shown for the PR's tickets later, on its own worker.
+    if recorded.tickets:
+        model_jobs.queue_rating(services, seen.key)
 
 
 def reverted_in_commits(services: Services, seen: PullRequestState) -> str | None:

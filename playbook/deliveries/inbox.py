@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, func, or_, select, text, update
+from sqlalchemy import ColumnElement, and_, bindparam, func, not_, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -81,6 +81,23 @@ def accept(
     return session.execute(statement, values).first() is not None
 
 
+# Model jobs are inbox rows of the bot's own (source "playbook", event "model.<purpose>") that a
+# worker of their own claims: a model that is slow or down then holds up no webhook delivery.
+JOB_SOURCE = "playbook"
+MODEL_EVENT_PREFIX = "model."
+QUEUES = ("deliveries", "model", "all")
+
+
+def _queue(queue: str) -> tuple[ColumnElement[bool], ...]:
+    """The rows a worker of ``queue`` claims: deliveries, model jobs, or all of them."""
+    is_model = and_(Delivery.source == JOB_SOURCE, Delivery.event.like(f"{MODEL_EVENT_PREFIX}%"))
+    if queue == "model":
+        return (is_model,)
+    if queue == "deliveries":
+        return (not_(is_model),)
+    return ()
+
+
 def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
     """A delivery waiting for a worker: pending or failed, due, and nobody's lease on it."""
     return (
@@ -104,8 +121,9 @@ def claim(
     limit: int = 10,
     lease: timedelta,
     max_attempts: int = RetryPolicy.max_attempts,
+    queue: str = "all",
 ) -> list[Delivery]:
-    """Take up to ``limit`` due deliveries for ``worker`` until the lease ends.
+    """Take up to ``limit`` due deliveries of ``queue`` for ``worker`` until the lease ends.
 
     On PostgreSQL, FOR UPDATE SKIP LOCKED lets several workers claim at once without
     ever taking the same row; SQLite has one writer at a time, so the clause is moot there.
@@ -118,7 +136,7 @@ def claim(
     # however long the queue): the exhausted ones among them are made dead, the rest claimed.
     rows = session.execute(
         select(Delivery.id, Delivery.attempts)
-        .where(*_due(now))
+        .where(*_due(now), *_queue(queue))
         .order_by(Delivery.id)
         .limit(limit)
         .with_for_update(skip_locked=True)

@@ -44,6 +44,7 @@ class CaptureFrom(StrEnum):
 
     OFF = "off"
     HEURISTIC = "heuristic"
+    MODEL = "model"  # one reflection call per PR, as a job; the heuristic when no model is set
 
 
 def _capture_value(value: Any) -> Any:
@@ -52,11 +53,6 @@ def _capture_value(value: Any) -> Any:
         return (CaptureFrom.HEURISTIC if value else CaptureFrom.OFF).value
     if isinstance(value, str):
         value = value.strip().lower()
-        if value == "model":
-            raise ValueError(
-                "'model' needs the model jobs, which this version does not have yet; "
-                "use 'off' or 'heuristic'"
-            )
     return value
 
 
@@ -171,43 +167,60 @@ def propose(
     live lesson of ``scope`` (`lifecycle.add` finds it), repeats a rejected proposal, holds a
     credential (never echoed), or comes after `MAX_PROPOSALS` were made.
     """
+    found = [(rule.text, item) for item in feedback for rule in rules_in(bounded(item.body))]
+    return propose_texts(session, found, ticket=ticket, scope=scope, pr_key=pr_key, source=SOURCE)
+
+
+def propose_texts(
+    session: Session,
+    found: Sequence[tuple[str, Feedback]],
+    *,
+    ticket: str,
+    scope: str,
+    pr_key: str,
+    source: str,
+) -> Proposals:
+    """Each (text, the feedback it rests on) as a proposed lesson, checked as `propose` says.
+
+    The one door for every extractor: the heuristic's rules and a model's lessons alike end
+    here, as proposals and nothing else.
+    """
     done = Proposals()
     rejected = rejected_texts(session, scope)
     batch: list[str] = []
-    for item in feedback:
-        for rule in rules_in(bounded(item.body)):
-            if _near(rule.text, batch):
-                done.skip("repeated")
-                continue
-            batch.append(rule.text)
-            if _near(rule.text, rejected):
-                done.skip("rejected before")
-                continue
-            if len(done.added) >= MAX_PROPOSALS:
-                done.skip("over the cap")
-                continue
-            try:
-                result = lifecycle.add(
-                    session,
-                    rule.text,
-                    learned_from=ticket,
-                    actor=ACTOR,
-                    scope=scope,
-                    status="proposed",
-                    source=SOURCE,
-                    source_url=item.url,
-                    reason=f"review feedback by {item.login} on {pr_key}",
-                )
-            except secrets.HoldsCredential:  # refused before anything was written
-                done.skip("holding a credential")
-                continue
-            except FieldProblem:  # no lesson's shape (e.g. characters a lesson may not hold)
-                done.skip("not a lesson")
-                continue
-            if not result.created:
-                done.skip("in the playbook")
-                continue
-            done.added.append(result.bullet.id)
-            if item.login and item.login not in done.by:
-                done.by.append(item.login)
+    for text, item in found:
+        if _near(text, batch):
+            done.skip("repeated")
+            continue
+        batch.append(text)
+        if _near(text, rejected):
+            done.skip("rejected before")
+            continue
+        if len(done.added) >= MAX_PROPOSALS:
+            done.skip("over the cap")
+            continue
+        try:
+            result = lifecycle.add(
+                session,
+                text,
+                learned_from=ticket,
+                actor=ACTOR,
+                scope=scope,
+                status="proposed",
+                source=source,
+                source_url=item.url,
+                reason=f"review feedback by {item.login} on {pr_key}",
+            )
+        except secrets.HoldsCredential:  # refused before anything was written
+            done.skip("holding a credential")
+            continue
+        except FieldProblem:  # no lesson's shape (e.g. characters a lesson may not hold)
+            done.skip("not a lesson")
+            continue
+        if not result.created:
+            done.skip("in the playbook")
+            continue
+        done.added.append(result.bullet.id)
+        if item.login and item.login not in done.by:
+            done.by.append(item.login)
     return done

@@ -206,7 +206,7 @@ class Retriever(SyncedIndex):
     def _moved(self, session: Session, scopes: set[str]) -> set[str]:
         """Active lessons cited since their last change, or rated up: the index underrates them."""
         rows = session.connection().execute(_CITED)
-        return {
+        moved = {
             row.id
             for row in rows
             if row.status == "active"
@@ -216,6 +216,9 @@ class Retriever(SyncedIndex):
                 or (row.updated_at is None or row.last_cited_at > row.updated_at)
             )
         }
+        # A model's ratings can lift a lesson the cites do not: those rated up on the whole.
+        rated = session.connection().execute(_RATED_UP)
+        return moved | {row.id for row in rated if row.status == "active" and row.scope in scopes}
 
     def _score(
         self, session: Session, matches: list[tuple[str, float]], rank_by: str, now: datetime
@@ -239,7 +242,9 @@ class Retriever(SyncedIndex):
             row = rows.get(bullet_id)
             if row is None or row.status != "active" or bm25 <= 0:
                 continue  # changed since the last sync (the next sync drops it), or no match
-            multiplier = ranking.feedback_multiplier(row.cites_success, row.cites_failure)
+            multiplier = ranking.feedback_multiplier(
+                row.cites_success, row.cites_failure
+            ) * ranking.rating_multiplier(row.ratings, row.rating_sum)
             last_used = max((t for t in (row.last_cited_at, row.last_loaded_at) if t), default=None)
             confidence = ranking.confidence(
                 row.cites_success, row.cites_failure, last_used_at=last_used, now=now
@@ -280,6 +285,8 @@ _RANKED = (
     Bullet.updated_at,
     Bullet.last_cited_at,
     Bullet.last_loaded_at,
+    Bullet.ratings,
+    Bullet.rating_sum,
 )
 
 
@@ -297,6 +304,7 @@ _CITED = select(
     Bullet.last_cited_at,
     Bullet.updated_at,
 ).where(Bullet.last_cited_at > _EPOCH)
+_RATED_UP = select(Bullet.id, Bullet.status, Bullet.scope).where(Bullet.rating_sum > 0)
 _CANDIDATES = select(*_RANKED).where(Bullet.id.in_(bindparam("ids", expanding=True)))
 
 

@@ -102,12 +102,18 @@ def test_a_batch_stops_at_the_cap_and_counts_the_rest(engine: Engine) -> None:
 
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [("off", "off"), (False, "off"), ("HEURISTIC", "heuristic"), (True, "heuristic")],
+    [
+        ("off", "off"),
+        (False, "off"),
+        ("HEURISTIC", "heuristic"),
+        (True, "heuristic"),
+        (" Model ", "model"),
+    ],
 )
 def test_the_setting_reads_yaml_booleans_and_any_case(given: object, expected: str) -> None:
     from pydantic import TypeAdapter, ValidationError
 
     adapter = TypeAdapter(proposals.CaptureSetting)
     assert adapter.validate_python(given).value == expected
-    with pytest.raises(ValidationError, match="model jobs"):
-        adapter.validate_python("model")
+    with pytest.raises(ValidationError, match="heuristic"):
+        adapter.validate_python("llm")

@@ -1,0 +1,1 @@
+"""Model ratings of the lessons shown for a ticket: what to rate, the prompt, the stored rows."""
