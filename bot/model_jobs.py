@@ -21,6 +21,7 @@ from bot.model_client import Answer, ModelError
 from bot.outcomes import Deferred, Ignored, PermanentError, Transient
 from playbook import clock, db, model_usage
 from playbook.deliveries import inbox
+from playbook.ratings import backfill
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -66,6 +67,38 @@ def queue_rating(services: Services, pr_key: str) -> bool:
     if not services.settings.model_enabled:
         return False
     return _queue(services, RATE, rate_id(pr_key), {"pr": pr_key})
+
+
+def queue_backfill(services: Services, since: timedelta, dry_run: bool) -> backfill.Queued:
+    """Queue a rating job for each PR closed in the last ``since`` with lessons to rate.
+
+    At most `backfill.MAX_PULLS`, newest first (``more`` says some wait for the next run); a
+    dead job is queued again, anything else already queued is left alone. Needs a model:
+    callers check `Settings.model_enabled`, since a job without one would only be ignored.
+    """
+    limit = backfill.MAX_PULLS
+    with db.transaction(services.engine) as session:
+        found = backfill.candidates(session, clock.now() - since, limit=limit + 1)
+    result = backfill.Queued(found[:limit], more=len(found) > limit, dry_run=dry_run)
+    for pull in [] if dry_run else result.found:
+        # A dead job runs again from a clean slate; any other is inserted if absent, so a
+        # job that a PR closing meanwhile queued is not queued twice.
+        put = inbox.enqueue if pull.dead else inbox.accept
+        payload = json.dumps({"pr": pull.key})
+        with db.transaction(services.engine) as session:
+            new = put(
+                session,
+                source=SOURCE,
+                event=RATE,
+                delivery_id=rate_id(pull.key),
+                payload=payload,
+                ticket_key=pull.key,
+            )
+        if new:
+            result.queued.append(pull.key)
+    if result.queued:
+        log.info("rating backfill queued %d jobs", len(result.queued))
+    return result
 
 
 def queue_reflection(

@@ -70,6 +70,12 @@ def _repo_config() -> ModuleType:
     return repo_config
 
 
+def _ratings() -> ModuleType:
+    from bot.cli import ratings
+
+    return ratings
+
+
 def _reports() -> ModuleType:
     from bot.cli import reports
 
@@ -217,6 +223,11 @@ COMMANDS: dict[str, Lazy] = {
         _maintenance,
         "purge",
         "Delete finished webhook deliveries, side-effect and retrieval logs older than a span.",
+    ),
+    "rate": (
+        _ratings,
+        "rate",
+        "Queue the model's rating of lessons shown to closed pull requests (--backfill).",
     ),
     "reconcile": (
         _maintenance,
