@@ -139,6 +139,13 @@ class UsageEntry(BaseModel):
     at: datetime
 
 
+class Ratings(BaseModel):
+    """A lesson's model ratings: how many, and their mean score in [-1, 1] (None: not rated)."""
+
+    count: int = 0
+    mean: float | None = None
+
+
 class LessonDetail(Lesson):
     """A lesson with its latest revisions and usage events, newest first."""
 
@@ -151,6 +158,11 @@ class LessonDetail(Lesson):
         None,
         description="Its measured effect in the holdout experiment: `shown` and `held_out` "
         "(tickets, with_outcome, merged), `difference`, `ci` and `verdict`.",
+    )
+    ratings: Ratings = Field(
+        default_factory=Ratings,
+        description="How a model rated the lesson on PRs it was shown for and not cited in; "
+        "a higher mean ranks it higher.",
     )
 
 
@@ -305,6 +317,10 @@ def get_lesson(
             for e in events
         ],
         effect=report.lesson_effect(session, bullet.id, min_tickets=min_tickets),
+        ratings=Ratings(
+            count=bullet.ratings,
+            mean=round(bullet.rating_sum / bullet.ratings, 6) if bullet.ratings else None,
+        ),
     )
 
 

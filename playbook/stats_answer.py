@@ -52,6 +52,14 @@ class CiteRateCounts(BaseModel):
     cited: int
 
 
+class RatingCounts(BaseModel):
+    """Model ratings of lessons shown on PRs that did not cite them: each in [-1, 1]."""
+
+    count: int = 0
+    lessons: int = Field(0, description="Lessons with at least one rating.")
+    mean: float | None = Field(None, description="The mean score; None before any rating.")
+
+
 class Rated(BaseModel):
     """A lesson with its merged and rejected cites."""
 
@@ -86,6 +94,7 @@ class Stats(BaseModel):
     coverage: Coverage
     cite_rate: float | None
     cite_rate_counts: CiteRateCounts
+    ratings: RatingCounts = Field(default_factory=RatingCounts)
     most_helpful: list[Rated]
     most_harmful: list[Rated]
     measured_harmful: list[MeasuredHarmful] = Field(

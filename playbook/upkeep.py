@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, literal, select
+from sqlalchemy import ColumnElement, and_, case, func, literal, or_, select, true
 from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.lessons import lifecycle
-from playbook.models import Bullet, Retrieval, UsageEvent
-from playbook.scopes import EVERYTHING, View
+from playbook.models import Bullet, Rating, Retrieval, UsageEvent
+from playbook.scopes import EVERYTHING, GLOBAL, View
 from playbook.search import ranking
 from playbook.search.retrieval import HELD_OUT
 
@@ -66,6 +66,36 @@ def cite_rate_pairs(session: Session, view: View = EVERYTHING) -> tuple[int, int
     return int(shown), int(used)
 
 
+def rating_totals(session: Session, view: View = EVERYTHING) -> dict[str, Any]:
+    """Model ratings in ``view``: how many, over how many lessons, and their mean score.
+
+    As with usage, a scoped caller counts every rating of its scope's lessons, and those of
+    global lessons only on its own work (its PRs and tickets).
+    """
+    seen: ColumnElement[bool] = true()
+    if view.scope is not None:
+        ours = or_(
+            Rating.pr_key.startswith(f"{view.scope}#", autoescape=True),
+            Rating.ticket_key.startswith(f"{view.scope}-", autoescape=True),
+            Rating.ticket_key.startswith(f"{view.scope}#", autoescape=True),
+        )
+        seen = or_(Bullet.scope == view.scope, and_(Bullet.scope == GLOBAL, ours))
+    count, lessons, mean = session.execute(
+        select(
+            func.count(Rating.id),
+            func.count(func.distinct(Rating.bullet_id)),
+            func.avg(Rating.score),
+        )
+        .join(Bullet, Bullet.id == Rating.bullet_id)
+        .where(seen)
+    ).one()
+    return {
+        "count": int(count),
+        "lessons": int(lessons),
+        "mean": float(mean) if mean is not None else None,
+    }
+
+
 def lessons_by_status(session: Session, view: View = EVERYTHING) -> dict[str, int]:
     """How many lessons have each status (a status no lesson has is left out)."""
     query = select(Bullet.status, func.count()).where(view.lessons()).group_by(Bullet.status)
@@ -80,8 +110,8 @@ def stats(
     view: View = EVERYTHING,
     effect_min_tickets: int = EFFECT_MIN_TICKETS,
 ) -> dict[str, Any]:
-    """Bullets by status and scope, usage, coverage, cite rate, best and worst, recent demotions,
-    and the active lessons the holdout measured as harmful.
+    """Bullets by status and scope, usage, coverage, cite rate, model ratings, best and worst,
+    recent demotions, and the active lessons the holdout measured as harmful.
 
     Everything counted and listed is what ``view`` sees: a scoped agent's report is about
     its scope (and global lessons), and names nothing of another scope.
@@ -162,6 +192,7 @@ def stats(
         },
         "cite_rate": (cited_after_shown / shown) if shown else None,
         "cite_rate_counts": {"loaded": shown, "cited": cited_after_shown},
+        "ratings": rating_totals(session, view),
         "most_helpful": [_bullet_line(b) for b in helpful],
         "most_harmful": [_bullet_line(b) for b in harmful],
         "measured_harmful": [

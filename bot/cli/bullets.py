@@ -10,10 +10,11 @@ import click
 
 from bot.cli.base import Context, echo_json, note, pass_context
 from playbook import clock
-from playbook.lessons import ids, lifecycle, replacements
+from playbook.lessons import characters, ids, lifecycle, replacements
 from playbook.lessons.lifecycle import Change
-from playbook.models import STATUSES, Revision
+from playbook.models import STATUSES, Rating, Revision
 from playbook.outcomes import usage
+from playbook.ratings import store as ratings
 
 
 def revision_json(revision: Revision) -> dict[str, Any]:
@@ -31,6 +32,35 @@ def revision_json(revision: Revision) -> dict[str, Any]:
 
 def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if value else "never"
+
+
+def rating_json(rating: Rating) -> dict[str, Any]:
+    """One model rating of a lesson as a JSON-ready dict."""
+    return {
+        "score": rating.score,
+        "pull_request": rating.pr_key,
+        "ticket": rating.ticket_key,
+        "model": rating.model,
+        "prompt_version": rating.prompt_version,
+        "reason": rating.reason,
+        "rated_at": rating.rated_at,
+    }
+
+
+def rating_lines(summary: ratings.Summary) -> list[str]:
+    """A lesson's ratings for `show`: count and mean, then the latest, one line each."""
+    if not summary.count or summary.mean is None:
+        return ["ratings:      none yet"]
+    many = "rating" if summary.count == 1 else "ratings"
+    lines = [f"ratings:      {summary.count} {many}, mean {summary.mean:+.2f}; latest:"]
+    for rating in summary.latest:
+        # A reason is the model's text: no terminal controls reach the screen.
+        reason = " ".join(characters.visible(rating.reason or "").split()) or "-"
+        lines.append(
+            f"  {rating.score:+.2f}  {rating.pr_key}  {rating.model}  "
+            f"{_when(rating.rated_at)}  {reason}"
+        )
+    return lines
 
 
 def _report(change: Change, done: str) -> None:
@@ -164,6 +194,9 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
         effect = report.lesson_effect(
             session, bullet.id, min_tickets=ctx.settings.effect_min_tickets
         )
+        rated = ratings.summary(session, bullet.id)
+        latest = [rating_json(rating) for rating in rated.latest]
+        lines = rating_lines(rated)
     if as_json:
         echo_json(
             lifecycle.as_dict(bullet)
@@ -184,6 +217,7 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
                     for e in recent
                 ],
                 "effect": effect,
+                "ratings": {"count": rated.count, "mean": rated.mean, "latest": latest},
             }
         )
         return
@@ -206,6 +240,8 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
         f"({bullet.cites_success} in successful work, {bullet.cites_failure} in failed work); "
         f"last loaded {_when(bullet.last_loaded_at)}, last cited {_when(bullet.last_cited_at)}"
     )
+    for line in lines:
+        click.echo(line)
     click.echo(f"Measured effect: {describe_effect(effect)}")
     click.echo("history:")
     for revision in revisions:

@@ -39,6 +39,13 @@ def format_stats(report: dict[str, Any]) -> str:
         if rate is not None
         else "cite rate: no lessons shown on a ticket yet"
     )
+    rated = report.get("ratings") or {}
+    lines.append(
+        f"ratings: {rated['count']} by the model on {rated['lessons']} lessons, "
+        f"mean {rated['mean']:+.2f}"
+        if rated.get("count")
+        else "ratings: no lesson rated by the model yet"
+    )
     for title, key in (("most helpful", "most_helpful"), ("most harmful", "most_harmful")):
         if report[key]:
             lines.append(f"{title}:")

@@ -11,8 +11,18 @@ from playbook import clock
 from playbook.experiment import holdout
 from playbook.repos import stored
 from playbook.search.ranking import RANK_MODES
-from playbook.search.retrieval import Retriever
+from playbook.search.retrieval import Hit, Retriever
 from playbook.search.text import Ticket
+
+
+def rating_part(hit: Hit) -> str:
+    """The ratings' part of a hit's multiplier, e.g. ``ratings x1.07 (1 rating, mean +1.00)``."""
+    if not hit.ratings or hit.rating_mean is None:
+        return "ratings x1.00 (not rated)"
+    many = "rating" if hit.ratings == 1 else "ratings"
+    return (
+        f"ratings x{hit.rating_multiplier:.2f} ({hit.ratings} {many}, mean {hit.rating_mean:+.2f})"
+    )
 
 
 @click.command()
@@ -104,6 +114,11 @@ def search(
                             "multiplier": round(hit.multiplier, 6),
                             "freshness": round(hit.freshness, 6),
                             "confidence": round(hit.confidence, 6),
+                            "rating_multiplier": round(hit.rating_multiplier, 6),
+                            "ratings": hit.ratings,
+                            "rating_mean": (
+                                round(hit.rating_mean, 6) if hit.rating_mean is not None else None
+                            ),
                         }
                         if explain
                         else {}
@@ -126,5 +141,7 @@ def search(
             line += f" {hit.bm25:>8.3f} {hit.multiplier:>5.2f} {hit.freshness:>5.2f}"
             line += f" {hit.confidence:>5.2f}"
         click.echo(line + "  " + textwrap.shorten(hit.text, 70, placeholder="..."))
+        if explain:
+            click.echo(f"{'':>12}{rating_part(hit)}")
     if record:
         note(f"recorded {len(result.hits)} loads for {ticket} (query {result.query_id})")

@@ -58,6 +58,11 @@ class Hit:
     multiplier: float
     confidence: float
     freshness: float = 1.0
+    # The ratings' part of ``multiplier`` and what it comes from: how many model ratings the
+    # lesson has and their mean (None: not rated), for `search --explain` to tell apart.
+    rating_multiplier: float = 1.0
+    ratings: int = 0
+    rating_mean: float | None = None
 
 
 @dataclass(frozen=True)
@@ -242,9 +247,8 @@ class Retriever(SyncedIndex):
             row = rows.get(bullet_id)
             if row is None or row.status != "active" or bm25 <= 0:
                 continue  # changed since the last sync (the next sync drops it), or no match
-            multiplier = ranking.feedback_multiplier(
-                row.cites_success, row.cites_failure
-            ) * ranking.rating_multiplier(row.ratings, row.rating_sum)
+            rated = ranking.rating_multiplier(row.ratings, row.rating_sum)
+            multiplier = ranking.feedback_multiplier(row.cites_success, row.cites_failure) * rated
             last_used = max((t for t in (row.last_cited_at, row.last_loaded_at) if t), default=None)
             confidence = ranking.confidence(
                 row.cites_success, row.cites_failure, last_used_at=last_used, now=now
@@ -265,7 +269,7 @@ class Retriever(SyncedIndex):
                 score = ranking.HYBRID_ALPHA * bm25 / best + (1 - ranking.HYBRID_ALPHA) * confidence
                 order = (score,)
             scored.append(
-                _Scored(bullet_id, score, bm25, multiplier, confidence, fresh, order, row)
+                _Scored(bullet_id, score, bm25, multiplier, confidence, fresh, order, row, rated)
             )
         scored.sort(key=lambda item: (tuple(-x for x in item.order), item.bullet_id))
         return scored
@@ -320,6 +324,7 @@ class _Scored:
     freshness: float
     order: tuple[float, ...]
     row: Any  # the bullet's columns in _RANKED
+    rating_multiplier: float = 1.0
 
 
 def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -358,6 +363,9 @@ def _hits(scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
                 multiplier=item.multiplier,
                 confidence=item.confidence,
                 freshness=item.freshness,
+                rating_multiplier=item.rating_multiplier,
+                ratings=bullet.ratings,
+                rating_mean=bullet.rating_sum / bullet.ratings if bullet.ratings else None,
             )
         )
     return hits

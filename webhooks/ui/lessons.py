@@ -12,6 +12,7 @@ from playbook import agents, db
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import browse, fields, lifecycle, replacements
 from playbook.models import STATUSES
+from playbook.ratings import store as ratings
 from webhooks.runtime import runtime
 from webhooks.ui import access
 
@@ -44,7 +45,8 @@ def lessons() -> str | tuple[str, int]:
 
 
 def lesson(bullet_id: str) -> str:
-    """One lesson: text, links, demotion, revisions with diffs, timeline, measured effect."""
+    """One lesson: text, links, demotion, revisions with diffs, timeline, measured effect,
+    and its model ratings."""
     from playbook.experiment import report  # scipy and statsmodels: on first use
 
     minimum = runtime().settings.effect_min_tickets
@@ -60,6 +62,7 @@ def lesson(bullet_id: str) -> str:
             timeline=browse.timeline(session, bullet.id),
             successors=replacements.chain(session, bullet),
             supersedes=replacements.superseded_by_it(session, bullet.id),
+            ratings=ratings.summary(session, bullet.id),
         )
 
 
