@@ -39,6 +39,9 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
         self.permissions: dict[tuple[str, str], str] = {}
         self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
         self.pull_commits: dict[tuple[str, int], list[str]] = {}
+        # A PR's changed files as GitHub lists them: sha, filename, status, additions,
+        # deletions, changes and patch (missing for a binary file).
+        self.pull_files: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.hook_deliveries: list[dict[str, Any]] = []
         self.redelivered: list[int] = []
         # Seconds the comment POST sleeps after storing the comment (a peer slower than
@@ -148,6 +151,29 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
         }
         self.comments[comment_id] = comment
         return comment
+
+    def add_pull_file(
+        self, full_name: str, number: int, filename: str, patch: str | None, status="modified"
+    ) -> dict[str, Any]:
+        """A file the PR changes, its counts taken from ``patch`` (None: a binary file)."""
+        lines = (patch or "").splitlines()
+        added = sum(1 for line in lines if line.startswith("+"))
+        deleted = sum(1 for line in lines if line.startswith("-"))
+        changed = {
+            "sha": f"{next(self._ids):040x}",
+            "filename": filename,
+            "status": status,
+            "additions": added,
+            "deletions": deleted,
+            "changes": added + deleted,
+            "blob_url": f"https://github.com/{full_name}/blob/main/{filename}",
+            "raw_url": f"https://github.com/{full_name}/raw/main/{filename}",
+            "contents_url": f"{self.url}/repos/{full_name}/contents/{filename}",
+        }
+        if patch is not None:
+            changed["patch"] = patch
+        self.pull_files.setdefault((full_name, number), []).append(changed)
+        return changed
 
     def comments_on(self, full_name: str, number: int) -> list[dict[str, Any]]:
         """The comments on an issue or PR, oldest first."""
@@ -323,6 +349,13 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
                     for i, message in enumerate(messages, start=1)
                 ]
             )
+
+        @app.get("/repos/<owner>/<name>/pulls/<int:number>/files")
+        def pull_files(owner: str, name: str, number: int) -> Any:
+            full_name = f"{owner}/{name}"
+            if (full_name, number) not in self.pulls:
+                return not_found
+            return _page(list(self.pull_files.get((full_name, number), [])))
 
         @app.get("/app/hook/deliveries")
         def hook_deliveries() -> Any:
