@@ -190,11 +190,15 @@ class PlaybookGroup(click.Group):
 
 def invalid_settings(error: Any) -> str:
     """A pydantic ValidationError of the settings as one sentence naming each setting."""
-    problems = "; ".join(
-        f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
-        for problem in error.errors()
-    )
+    problems = "; ".join(_problem(problem) for problem in error.errors())
     return f"invalid setting ({problems})"
+
+
+def _problem(problem: Any) -> str:
+    where = ".".join(str(part) for part in problem["loc"])
+    # A check across settings has no one setting to name: its message names them all.
+    said = problem["msg"].removeprefix("Value error, ")
+    return f"{where}: {said}" if where else said
 
 
 def unexpected(error: BaseException, *, debug: bool) -> str:
