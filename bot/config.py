@@ -289,6 +289,12 @@ class Settings(BaseSettings):
         validation_alias="PLAYBOOK_AGENTS_MD_SCHEDULE",
         description="When each repository's AGENTS.md block is synced (agents_md in its settings).",
     )
+    rate_backfill_schedule: str = Field(
+        "45 4 * * *",
+        validation_alias="PLAYBOOK_RATE_BACKFILL_SCHEDULE",
+        description="When a model is set: when rating jobs are queued for PRs of the last 90 "
+        "days that showed lessons and have none (`rate --backfill`).",
+    )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
 
     # The controlled holdout (issue 27): off unless a percentage is set.
@@ -453,6 +459,7 @@ class Settings(BaseSettings):
         "retry_schedule",
         "purge_schedule",
         "agents_md_schedule",
+        "rate_backfill_schedule",
     )
     @classmethod
     def _crontab(cls, value: str) -> str:

@@ -96,8 +96,6 @@ def queue_backfill(services: Services, since: timedelta, dry_run: bool) -> backf
             )
         if new:
             result.queued.append(pull.key)
-    if result.queued:
-        log.info("rating backfill queued %d jobs", len(result.queued))
     return result
 
 

@@ -1,4 +1,4 @@
-"""Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, agents-md, one at a time.
+"""Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, agents-md, rating backfill.
 
 APScheduler 3 keeps its schedule in each process and cannot share a job store, so every
 process schedules the jobs and a lease row decides who runs each one: a job runs only in
@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
@@ -27,6 +27,14 @@ log = logging.getLogger(__name__)
 LEADER = "scheduler"
 LEADER_TTL = timedelta(minutes=2)
 JOB_TTL = timedelta(hours=1)
+# The rating backfill looks back this far (as `rate --backfill` does by default).
+RATE_BACKFILL_SPAN = timedelta(days=90)
+# Jobs scheduled only when a model is set: without one they have nothing to do.
+NEEDS_MODEL = ("rate_backfill",)
+# With a model, the rating backfill also runs this soon after a start: history from before the
+# model was set is queued the day it is set, not at the next scheduled run. Later runs (and
+# restarts) find only what is new, as every PR is queued once.
+FIRST_RATE_BACKFILL = timedelta(minutes=5)
 
 
 def holder_name() -> str:
@@ -113,12 +121,27 @@ def agents_md_job(engine: Engine, settings: Settings) -> None:
         )
 
 
+def rate_backfill_job(engine: Engine, settings: Settings) -> None:
+    """Queue rating jobs for PRs of the last 90 days that showed lessons and have no rating."""
+    from bot.model_jobs import queue_backfill
+    from bot.services import Services
+
+    if not settings.model_enabled:
+        return
+    services = Services(engine=engine, settings=settings)
+    result = queue_backfill(services, RATE_BACKFILL_SPAN, dry_run=False)
+    if result.queued or result.more:
+        more = "; more wait for the next run" if result.more else ""
+        log.info("rate backfill: queued %d rating jobs%s", len(result.queued), more)
+
+
 JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "prune": ("prune_schedule", prune_job),
     "reconcile": ("reconcile_schedule", reconcile_job),
     "retry": ("retry_schedule", retry_job),
     "purge": ("purge_schedule", purge_job),
     "agents_md": ("agents_md_schedule", agents_md_job),
+    "rate_backfill": ("rate_backfill_schedule", rate_backfill_job),
 }
 
 
@@ -130,8 +153,11 @@ def start(
         return None
     holder = holder or holder_name()
     scheduler = BackgroundScheduler(timezone="UTC")
-    for job, (setting, function) in JOBS.items():
+    jobs = [job for job in JOBS if settings.model_enabled or job not in NEEDS_MODEL]
+    for job in jobs:
+        setting, function = JOBS[job]
         trigger = CronTrigger.from_crontab(getattr(settings, setting), timezone="UTC")
+        first = {"next_run_time": datetime.now(UTC) + FIRST_RATE_BACKFILL}
         scheduler.add_job(
             run_exclusively,
             trigger,
@@ -140,7 +166,8 @@ def start(
             max_instances=1,
             coalesce=True,
             misfire_grace_time=300,
+            **(first if job == "rate_backfill" else {}),
         )
     scheduler.start()
-    log.info("scheduler started (%s)", ", ".join(JOBS))
+    log.info("scheduler started (%s)", ", ".join(jobs))
     return scheduler
