@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from bot.cli.base import invalid_settings
 from bot.config import Settings
 from bot.logs import configure_logging
+from tests.fakes.model import FakeModel
 
 KEY = "sk-settings-model-key-0123456789"
 
@@ -82,3 +83,53 @@ def test_the_key_and_the_urls_credentials_are_scrubbed_from_logs_and_never_shown
     assert "calling" in logged
     for secret in (KEY, "hunter2-proxy", "qs-secret-42"):
         assert secret not in logged
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {},
+        {"PLAYBOOK_MODEL_BASE_URL": "http://localhost:11434/v1"},
+        {"PLAYBOOK_MODEL": "llama3.1:8b"},
+        {"PLAYBOOK_MODEL_BASE_URL": " ", "PLAYBOOK_MODEL": "llama3.1:8b"},
+    ],
+)
+def test_capture_from_reviews_model_without_a_model_is_refused_at_startup(
+    cli, monkeypatch: pytest.MonkeyPatch, model: dict[str, str]
+) -> None:
+    for name in ("PLAYBOOK_MODEL_BASE_URL", "PLAYBOOK_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"PLAYBOOK_CAPTURE_FROM_REVIEWS": "model", **model}.items():
+        monkeypatch.setenv(name, value)
+
+    with pytest.raises(ValidationError) as raised:
+        Settings(_env_file=None)
+    assert invalid_settings(raised.value) == (
+        "invalid setting (PLAYBOOK_CAPTURE_FROM_REVIEWS=model needs a model endpoint: set "
+        "PLAYBOOK_MODEL_BASE_URL and PLAYBOOK_MODEL, or use 'heuristic')"
+    )
+    # Every command starts by reading the settings: doctor says the same one line and stops.
+    result = cli("doctor")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == f"error: {invalid_settings(raised.value)}\n"
+
+
+def test_capture_from_reviews_model_with_a_model_is_accepted(
+    cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = FakeModel(api_key=None)
+    model.start()
+    try:
+        monkeypatch.setenv("PLAYBOOK_CAPTURE_FROM_REVIEWS", "model")
+        monkeypatch.setenv("PLAYBOOK_MODEL_BASE_URL", model.base_url)
+        monkeypatch.setenv("PLAYBOOK_MODEL", "test-model")
+        assert Settings(_env_file=None).capture_from_reviews == "model"
+
+        result = cli("doctor")
+    finally:
+        model.stop()
+    assert result.exit_code == 0, result.output
+    assert "invalid setting" not in result.output
+    [line] = [line for line in result.stdout.splitlines() if "] model: " in line]
+    assert line.startswith(f"[ok  ] model: test-model at {model.base_url} answers JSON")

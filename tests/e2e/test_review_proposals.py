@@ -285,3 +285,42 @@ def test_github_failing_on_the_reviews_read_does_not_fail_the_outcome(loop: Loop
         assert [(s.status, s.detail) for s in failed] == [("failed", "HTTP 502")]
         [delivery] = session.scalars(select(Delivery).where(Delivery.event == "pull_request"))
         assert delivery.status == "done"
+
+
+def test_a_repository_asking_for_the_model_on_a_server_without_one_gets_the_heuristic(
+    loop: Loop,
+) -> None:
+    loop.github.put_file(REPO, FILE_PATH, b"capture_from_reviews: model\n")
+    seed(loop.engine)
+    on_github(loop)
+    review = loop.github.add_review(REPO, 2, RULE, "alice")
+
+    lines = close(loop)
+
+    [proposed] = proposals(loop.engine)
+    assert (proposed["text"], proposed["source_url"]) == (RULE, review["html_url"])
+    assert summary(lines) == f"{REPO}#2: 1 lesson proposed from review feedback by alice"
+    assert "capture_from_reviews is 'model' but no model endpoint is set: using heuristic" in lines
+    with transaction(loop.engine) as session:
+        assert session.scalars(select(Delivery).where(Delivery.source == "playbook")).all() == []
+
+
+def test_a_repository_asking_for_the_heuristic_on_a_model_server_gets_the_heuristic(
+    engine: Engine, database_url: str
+) -> None:
+    model = {"PLAYBOOK_MODEL_BASE_URL": "http://127.0.0.1:9/v1", "PLAYBOOK_MODEL": "m"}
+    loop = start_loop(engine, database_url, PLAYBOOK_CAPTURE_FROM_REVIEWS="model", **model)
+    try:
+        loop.github.put_file(REPO, FILE_PATH, b"capture_from_reviews: heuristic\n")
+        seed(loop.engine)
+        on_github(loop)
+        loop.github.add_review(REPO, 2, RULE, "alice")
+        lines = close(loop)
+        assert [p["text"] for p in proposals(loop.engine)] == [RULE]
+        assert summary(lines) == f"{REPO}#2: 1 lesson proposed from review feedback by alice"
+        with transaction(loop.engine) as session:
+            jobs = session.scalars(select(Delivery.event).where(Delivery.source == "playbook"))
+            assert list(jobs) == ["model.rate"]  # the rating, and no reflection
+    finally:
+        loop.github.stop()
+        loop.jira.stop()

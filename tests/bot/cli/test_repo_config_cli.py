@@ -335,7 +335,7 @@ def test_the_short_help_is_the_commands_own() -> None:
     assert repo_config.config.get_short_help_str(limit=300).startswith("Show a repository's")
 
 
-def test_a_repository_can_turn_proposals_from_reviews_off_and_model_is_not_offered_yet(
+def test_a_repository_can_turn_proposals_from_reviews_off_or_ask_for_the_model(
     cli, github: FakeGitHub
 ) -> None:
     # YAML reads a bare `off` as false: the file means the setting's value off all the same.
@@ -346,10 +346,20 @@ def test_a_repository_can_turn_proposals_from_reviews_off_and_model_is_not_offer
     answer = json.loads(cli("config", "--repo", REPO, "--json").stdout)
     assert answer["settings"]["capture_from_reviews"] == {"value": "off", "source": "repository"}
 
-    github.put_file(REPO, FILE_PATH, b"capture_from_reviews: model\n")
+    # 'model' is a value a repository may ask for, with or without a model on this server
+    # (without one its feedback goes to the heuristic: tests/e2e/test_review_proposals.py).
+    github.put_file(REPO, FILE_PATH, b"capture_from_reviews: Model\n")
     checked = cli("config", "--repo", REPO, "--check")
-    assert checked.exit_code == 1
-    assert (
-        f"  {FILE_PATH}:1: capture_from_reviews: 'model' needs the model jobs, which this "
-        "version does not have yet; use 'off' or 'heuristic'"
-    ) in checked.stdout.splitlines()
+    assert checked.exit_code == 0, checked.output
+    shown = cli("config", "--repo", REPO)
+    assert rows(shown.stdout)["capture_from_reviews"] == ["model", f"repository file {FILE_PATH}"]
+    answer = json.loads(cli("config", "--repo", REPO, "--json").stdout)
+    assert answer["settings"]["capture_from_reviews"] == {"value": "model", "source": "repository"}
+
+    github.put_file(REPO, FILE_PATH, b"capture_from_reviews: always\n")
+    refused = cli("config", "--repo", REPO, "--check")
+    assert refused.exit_code == 1
+    assert any(
+        line.startswith(f"  {FILE_PATH}:1: capture_from_reviews: ") and "'model'" in line
+        for line in refused.stdout.splitlines()
+    ), refused.stdout
