@@ -122,14 +122,18 @@ class World:
 
 
 def start_world(engine: Engine, database_url: str, **overrides: Any) -> World:
-    """The bot on the test database with the fake model as its endpoint (small timeout)."""
+    """The bot on the test database with the fake model as its endpoint.
+
+    The timeout is short, but long enough for a busy machine's fast answer; the slow-answer
+    tests set their own.
+    """
     model = FakeModel(models=(MODEL,), api_key=MODEL_KEY)
     model.start()
     values: dict[str, Any] = {
         "PLAYBOOK_MODEL_BASE_URL": model.base_url,
         "PLAYBOOK_MODEL": MODEL,
         "PLAYBOOK_MODEL_API_KEY": MODEL_KEY,
-        "PLAYBOOK_MODEL_TIMEOUT_SECONDS": 0.5,
+        "PLAYBOOK_MODEL_TIMEOUT_SECONDS": 5,
     }
     values.update(overrides)
     loop = start_loop(engine, database_url, **{k: v for k, v in values.items() if v is not None})
