@@ -23,7 +23,13 @@ NO_MODEL = (
 @click.option("--dry-run", is_flag=True, help="Only list the PRs that would be queued.")
 @pass_context
 def rate(ctx: Context, backfill: bool, since: str, dry_run: bool) -> None:
-    """Queue the model's rating of lessons shown to closed pull requests (--backfill)."""
+    """Queue the model's rating of lessons shown to closed pull requests (--backfill).
+
+    One job per PR closed in the --since window whose tickets were shown lessons it did not
+    cite, that has no rating and no rating job yet (a dead job is queued again); at most 500
+    PRs a run, the most recently closed first. The model worker (`worker`, `serve`) runs
+    the jobs; this command only queues them.
+    """
     from bot.backfill import parse_since
     from bot.model_jobs import queue_backfill
     from bot.services import Services
@@ -50,19 +56,22 @@ def rate(ctx: Context, backfill: bool, since: str, dry_run: bool) -> None:
         else:
             verb = "already queued"  # a PR closing meanwhile queued its own job
         shown = f"{len(pull.lessons)} lesson{'' if len(pull.lessons) == 1 else 's'} shown"
-        again = " (its last job died; run again)" if pull.dead else ""
+        again = " (its last job died)" if pull.dead else ""
         click.echo(f"{verb} {pull.key}: {shown}, not cited{again}")
     count = len(result.found) if dry_run else len(result.queued)
     jobs = f"{count} rating job{'' if count == 1 else 's'}"
     total = f"would queue {jobs}" if dry_run else f"queued {jobs}"
     click.echo(f"{total} for pull requests closed in the last {since}")
     if result.more:
+        rest = "a run queues these, the next run" if dry_run else "run it again for"
         click.echo(
             f"stopped at {MAX_PULLS} pull requests per run, the most recently closed first: "
-            "run it again for the older ones"
+            f"{rest} the older ones"
         )
-    if count and not dry_run:
+    if count:
+        # The command only queues: a person waiting for ratings must know who makes them.
         click.echo(
+            f"{'this only queues them: ' if not dry_run else 'once queued, '}"
             "the model worker runs them (`playbook-bot worker` or `serve`), within "
             "PLAYBOOK_MODEL_DAILY_CALLS and PLAYBOOK_MODEL_DAILY_TOKENS"
         )

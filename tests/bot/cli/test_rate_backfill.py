@@ -146,6 +146,8 @@ def test_a_dry_run_lists_the_prs_and_queues_nothing(
         f"would queue {REPO}#5: 2 lessons shown, not cited",
         f"would queue {REPO}#4: 2 lessons shown, not cited",
         "would queue 2 rating jobs for pull requests closed in the last 90d",
+        "once queued, the model worker runs them (`playbook-bot worker` or `serve`), within "
+        "PLAYBOOK_MODEL_DAILY_CALLS and PLAYBOOK_MODEL_DAILY_TOKENS",
     ]
     assert rating_jobs(engine) == {}
 
@@ -161,7 +163,10 @@ def test_a_run_queues_one_job_per_pr_and_a_second_run_none(
         f"queued {REPO}#4: 2 lessons shown, not cited",
         "queued 2 rating jobs for pull requests closed in the last 90d",
     ]
-    assert "playbook-bot worker" in lines[3]
+    assert lines[3] == (
+        "this only queues them: the model worker runs them (`playbook-bot worker` or `serve`), "
+        "within PLAYBOOK_MODEL_DAILY_CALLS and PLAYBOOK_MODEL_DAILY_TOKENS"
+    )
     assert rating_jobs(engine) == {
         f"rate:{REPO}#5": ("pending", f"{REPO}#5", 0),
         f"rate:{REPO}#4": ("pending", f"{REPO}#4", 0),
@@ -201,7 +206,7 @@ def test_a_queued_or_finished_job_is_left_alone_and_a_dead_one_queued_again(
     result = model_cli("rate", "--backfill")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[:2] == [
-        f"queued {REPO}#5: 2 lessons shown, not cited (its last job died; run again)",
+        f"queued {REPO}#5: 2 lessons shown, not cited (its last job died)",
         "queued 1 rating job for pull requests closed in the last 90d",
     ]
     assert rating_jobs(engine) == {
@@ -217,6 +222,16 @@ def test_a_run_stops_at_its_bound_newest_first(
     for number in range(1, 6):
         closed_pull(engine, number, f"CTMS-{number}", days_ago=10 - number, shown=pb)
     monkeypatch.setattr(backfill, "MAX_PULLS", 2)
+    dry = model_cli("rate", "--backfill", "--dry-run")
+    assert dry.stdout.splitlines() == [
+        f"would queue {REPO}#5: 1 lesson shown, not cited",
+        f"would queue {REPO}#4: 1 lesson shown, not cited",
+        "would queue 2 rating jobs for pull requests closed in the last 90d",
+        "stopped at 2 pull requests per run, the most recently closed first: "
+        "a run queues these, the next run the older ones",
+        "once queued, the model worker runs them (`playbook-bot worker` or `serve`), within "
+        "PLAYBOOK_MODEL_DAILY_CALLS and PLAYBOOK_MODEL_DAILY_TOKENS",
+    ]
     first = model_cli("rate", "--backfill")
     assert first.exit_code == 0, first.output
     assert first.stdout.splitlines()[:4] == [
