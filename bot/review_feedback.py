@@ -4,14 +4,16 @@ When a PR linked to a ticket closes and its outcome is applied (once per close, 
 or a backfill re-run proposes nothing new), three lists are read: the reviews that requested
 changes, the review comments on lines, and the conversation (whose last comment is the closing
 comment of an unmerged close). Who counts and what is proposed is `playbook.reviews.proposals`'.
-A read that fails is logged as failed and leaves the outcome as it was applied.
+A read that fails is logged as failed and leaves the outcome as it was applied. The model's
+reflection job reads strictly instead: a failed read fails the job (retried before the model is
+asked about half the feedback), as it is no outcome's.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
 from github.GithubException import GithubException
@@ -19,6 +21,7 @@ from github.GithubException import GithubException
 from bot import claims, model_jobs
 from bot.effects import TicketRef, log_effect
 from bot.github import NotConfigured
+from bot.handlers.context import PermanentError, effect
 from playbook import db
 from playbook.outcomes import evidence
 from playbook.outcomes.pull_outcome import Closer
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 # Logged under the handler's name, with the outcome's lines it follows.
 log = logging.getLogger("bot.handlers.pull_requests")
 T = TypeVar("T")
+# `_read` or `_strict`: how a read's failure ends.
+Reader = Callable[["Services", TicketRef, str, Callable[[], Any]], Any]
 _ACTIONS = {
     proposals.REVIEW: "read_reviews",
     proposals.LINE: "read_review_comments",
@@ -62,11 +67,19 @@ def _read(services: Services, ref: TicketRef, action: str, call: Callable[[], T]
     return result
 
 
-def _writers(services: Services, ref: TicketRef, logins: list[str]) -> set[str]:
+def _strict(services: Services, ref: TicketRef, action: str, call: Callable[[], T]) -> T | None:
+    """An effect whose failure raises, for the worker to classify (a 502 is retried)."""
+    done, result = effect(services, ref, action, call)
+    if not done:
+        raise PermanentError(f"cannot read {ref.key} from GitHub (its credentials are not set)")
+    return result
+
+
+def _writers(services: Services, ref: TicketRef, logins: list[str], read: Reader) -> set[str]:
     """The logins with write access, asked once each (the list is distinct already)."""
     found = set()
     for login in logins:
-        allowed = _read(
+        allowed = read(
             services,
             ref,
             "check_permission",
@@ -77,13 +90,19 @@ def _writers(services: Services, ref: TicketRef, logins: list[str]) -> set[str]:
     return found
 
 
-def trusted_feedback(services: Services, ref: TicketRef, opener: str | None) -> list[Feedback]:
-    """The feedback on a PR by people with write access (never its author, a bot or the bot)."""
+def trusted_feedback(
+    services: Services, ref: TicketRef, opener: str | None, *, strict: bool = False
+) -> list[Feedback]:
+    """The feedback on a PR by people with write access (never its author, a bot or the bot).
+
+    ``strict`` (the model's job): a read that fails raises instead of costing its feedback.
+    """
     limit = proposals.MAX_PER_KIND
     feedback: list[Feedback] = []
     authors = {opener}
+    reader: Reader = _strict if strict else _read
     for kind, action in _ACTIONS.items():
-        read = _read(
+        read = reader(
             services,
             ref,
             action,
@@ -94,7 +113,7 @@ def trusted_feedback(services: Services, ref: TicketRef, opener: str | None) -> 
             feedback.extend(read.items)
     # The bot's own comments come marked as a bot's (`LiveEffects.pull_feedback`).
     asked = proposals.candidates(feedback, authors, None)
-    writers = _writers(services, ref, asked)
+    writers = _writers(services, ref, asked, reader)
     return proposals.trusted(feedback, writers)
 
 

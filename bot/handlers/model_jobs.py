@@ -98,8 +98,9 @@ def reflect_on_reviews(event: Event, services: Services) -> None:
         pull = _pull(event, session)
         key, title = pull.key, pull.title
         ref = TicketRef.github(pull.repo, pull.number, pull.installation_id)
+    # Strict: a failed read fails the job (retried) before the model hears half the feedback.
     feedback = review_feedback.trusted_feedback(
-        services, ref, opener if isinstance(opener, str) else None
+        services, ref, opener if isinstance(opener, str) else None, strict=True
     )
     if not feedback:
         raise Ignored(f"no review feedback on {key} by people with write access")
