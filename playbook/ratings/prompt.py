@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from playbook.lessons import secrets
 from playbook.ratings.store import Scored, bounded_score, one_line
 
 # Bumped when the words below change, so a rating says which question it answered.
@@ -25,6 +26,8 @@ TITLE_CHARS = 300
 LESSON_CHARS = 600
 # What a rating answer may cost: ~60 tokens per lesson and some slack.
 MAX_ANSWER_TOKENS = 1200
+# What a credential in the PR's text becomes before it is sent (see `without_credentials`).
+CREDENTIAL = "[credential removed]"
 
 SYSTEM = (
     "You review finished software work. You are given lessons that were shown to the author "
@@ -68,13 +71,31 @@ class Work:
     def bounded(
         cls, title: str, body: str | None, commits: Sequence[str], diff: str | None
     ) -> Work:
-        """The PR's parts cut to their bounds (the diff only when one was read)."""
+        """The PR's parts cut to their bounds (the diff only when one was read), no credentials."""
+        clean = without_credentials
         return cls(
-            title=(title or "")[:TITLE_CHARS],
-            body=(body or "")[:BODY_CHARS],
-            commits=[message[:COMMIT_CHARS] for message in list(commits)[:MAX_COMMITS]],
-            diff=diff[:DIFF_CHARS] if diff else None,
+            title=clean((title or "")[:TITLE_CHARS]),
+            body=clean((body or "")[:BODY_CHARS]),
+            commits=[clean(message[:COMMIT_CHARS]) for message in list(commits)[:MAX_COMMITS]],
+            diff=clean(diff[:DIFF_CHARS]) if diff else None,
         )
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with each credential in it replaced by `CREDENTIAL`.
+
+    A PR's text goes to the model endpoint, often another company's service: a token pasted
+    in a description or committed in a diff must not travel further than it already has.
+    """
+    found = secrets.find(text)
+    if not found:
+        return text
+    lines = text.splitlines(keepends=True)
+    # From the end of each line backwards, so earlier findings' positions still hold.
+    for finding in reversed(found):
+        line = lines[finding.line - 1]
+        lines[finding.line - 1] = line[: finding.start - 1] + CREDENTIAL + line[finding.end :]
+    return "".join(lines)
 
 
 def _quoted(text: str) -> str:

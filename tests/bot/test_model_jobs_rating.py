@@ -27,6 +27,7 @@ from tests.bot.model_jobs_world import (
     usage,
 )
 from tests.loop_harness import REPO
+from tests.secret_samples import SAMPLES
 
 TITLE = "CTMS-4337: dedupe webhook retries"
 BODY = "Fixes CTMS-4337. Applied [pb-1]. The handler now locks the order before Stripe."
@@ -134,6 +135,31 @@ def test_the_diff_is_sent_only_when_sending_diffs_is_on(
         read = world.github.calls("GET", f"/repos/{REPO}/pulls/2/files")
         assert bool(read) is send_diffs  # not even read from GitHub when off
         assert TITLE in prompt and COMMITS[0] in prompt
+    finally:
+        world.stop()
+
+
+def test_credentials_in_the_pr_are_not_sent_to_the_model(engine: Engine, database_url: str) -> None:
+    world = start_world(engine, database_url, PLAYBOOK_MODEL_SEND_DIFFS=True)
+    try:
+        token, aws, key = (SAMPLES[i].value for i in (1, 0, 4))
+        body = f"Fixes CTMS-4337. Applied [pb-1]. Tested as the bot with {token}, sorry."
+        patch = f"+AWS_KEY = '{aws}'\n+{key}\n+lock_order_row(event.order_id)\n"
+        world.github.add_pull_file(REPO, 2, "payments/settings.py", patch)
+        world.seed()
+        world.show_ticket()
+        world.pull(2, title=TITLE, body=body, commits=(f"Lock the row, token {token}",))
+        world.close(2, title=TITLE, body=body)
+        world.model.answer_with(lambda _body: ratings_answer(("pb-2", 0.5)))
+        assert world.run_model_jobs() == 1
+
+        [prompt] = world.prompts()
+        for secret in (token, aws, key):
+            assert secret not in prompt
+        assert prompt.count("[credential removed]") == 4
+        assert "Tested as the bot with [credential removed], sorry." in prompt
+        assert "lock_order_row(event.order_id)" in prompt  # the rest of the diff is sent
+        assert [r[:3] for r in ratings(world.engine)] == [("pb-2", pr_key(2), 0.5)]
     finally:
         world.stop()
 
