@@ -7,6 +7,7 @@ model answers only becomes ratings, never a change to a lesson.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -98,9 +99,13 @@ def without_credentials(text: str) -> str:
     return "".join(lines)
 
 
+# A marker written inside the data, in any case or spacing, would end it early for the model.
+_MARKER = re.compile(r"<\s*(/?)\s*work\s*>", re.IGNORECASE)
+
+
 def _quoted(text: str) -> str:
     """Text inside the work block, with any marker it holds defused."""
-    return text.replace("<work>", "<work >").replace("</work>", "</work >")
+    return _MARKER.sub(lambda found: f"({found.group(1)}work)", text)
 
 
 def messages(lessons: Sequence[tuple[str, str]], work: Work) -> list[dict[str, str]]:
