@@ -1,6 +1,7 @@
 """The loop on real outcomes: replay a Jira dataset through the playbook, with the loop on and off.
 
-Usage: python bench/replay.py [DATASET] [--generated] [--seed N]
+Usage: python bench/replay.py [DATASET] [--generated] [--seed N] [--rater none,0.6,0.75,0.9]
+                              [--rater-seed N] [--limit N] [--no-loop-off]
 
 The dataset is ../shared/datasets/apache-jira-dev.jsonl.gz when present, else issues generated
 in its shape (see bench/datasets.py); stderr and the JSON line say which.
@@ -20,6 +21,12 @@ transaction per event as the worker would, with the playbook's clock set to the 
 Loop on: `rank_by=feedback` with demotion; loop off: `rank_by=bm25`, no demotion. Reports
 Recall@5 and MRR@10 on the duplicate pairs, the share of shown lessons that already came from
 rejected work when shown, and events replayed per second. Ends with one JSON line.
+
+`--rater` adds a loop-on run per simulated model rater (see `replay_rater`): when an issue's PR
+closes, each lesson shown for the issue and not cited is rated +1 or -1, right with the given
+probability, and stored as a model's rating would be (`playbook.ratings.store.record`), so the
+ranking's rating multiplier applies. `none` is the loop-on run without ratings. `--limit N`
+replays only the oldest N issues (a quick run for CI); `--no-loop-off` skips the loop-off run.
 """
 
 from __future__ import annotations
@@ -36,8 +43,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import datasets  # noqa: E402
+import replay_rater  # noqa: E402
 from datasets import duplicate_pairs, lesson, ticket  # noqa: E402
 from dup_recall import score, scratch_playbook  # noqa: E402
+from replay_rater import Rater  # noqa: E402
 
 from playbook import clock, db  # noqa: E402
 from playbook.lessons import bulk  # noqa: E402
@@ -81,8 +90,13 @@ def pr_key(row: dict[str, Any]) -> str:
     return f"apache/{row['project'].lower()}#{row['key']}"
 
 
-def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool) -> dict:
-    """One replay; returns its figures."""
+def replay(
+    rows: list[dict[str, Any]],
+    pairs: list[tuple[int, int]],
+    loop: bool,
+    rater: Rater | None = None,
+) -> dict:
+    """One replay, with ``rater`` rating the lessons shown when a PR closes; its figures."""
     wanted: dict[int, list[int]] = {}
     for older, newer in pairs:
         wanted.setdefault(newer, []).append(older)
@@ -91,6 +105,7 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
     rejected_known: set[str] = set()  # lessons whose ticket was closed unmerged, as of now
     ranks: list[int | None] = []
     shown = shown_rejected = cites = demoted = 0
+    ratings = rated_right = 0
     events = timeline(rows)
     started = time.perf_counter()
     with scratch_playbook("replay") as engine:
@@ -105,6 +120,11 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
                     demoted += len(outcome.demoted)
                     if row["resolution"] in REJECTED:
                         rejected_known.add(row["key"])
+                    if rater is not None:
+                        # As the rating job does once the PR has closed and been settled.
+                        added, right = rater.rate(session, pull.key, row["key"])
+                        ratings += added
+                        rated_right += right
                     continue
                 result = retriever.search(session, ticket(row), k=10, rank_by=rank_by)
                 top = [hit.bullet_id for hit in result.hits[:5]]
@@ -137,7 +157,7 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
                         cites += 1
                 bulk.put(session, lesson(row, "replay"), actor=ACTOR)
         took = time.perf_counter() - started
-    recall, mrr = score(ranks)
+    recall, mrr = score(ranks) if ranks else (0.0, 0.0)
     return {
         "recall@5": round(recall, 3),
         "mrr@10": round(mrr, 3),
@@ -145,29 +165,63 @@ def replay(rows: list[dict[str, Any]], pairs: list[tuple[int, int]], loop: bool)
         "shown_from_rejected_work": round(shown_rejected / shown, 4) if shown else 0.0,
         "cites": cites,
         "demoted": demoted,
+        "ratings": ratings,
+        "ratings_right": round(rated_right / ratings, 3) if ratings else None,
         "events": len(events) + cites,
         "events_per_s": round((len(events) + cites) / took, 1),
     }
 
 
 def main() -> None:
-    """Print both runs and the JSON line."""
+    """Print the runs, loop off and on and one per rater, and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     datasets.add_arguments(parser, positional=True)
-    dataset = datasets.from_arguments(parser.parse_args())
-    rows = dataset.rows
+    replay_rater.add_arguments(parser)
+    args = parser.parse_args()
+    dataset = datasets.from_arguments(args)
+    rows = dataset.rows[: args.limit] if args.limit else dataset.rows
     pairs = duplicate_pairs(rows)
-    print(f"{dataset.name}: {len(rows)} issues, {len(pairs)} duplicate pairs")
-    runs = {}
-    for name, loop in (("loop off (bm25, no demotion)", False), ("loop on", True)):
-        r = replay(rows, pairs, loop)
-        runs["loop_on" if loop else "loop_off"] = r
+    limited = f" (the oldest {len(rows):,} of {len(dataset.rows):,})" if args.limit else ""
+    print(f"{dataset.name}{limited}: {len(rows)} issues, {len(pairs)} duplicate pairs")
+    clusters = replay_rater.clusters(len(rows), pairs)
+    runs: dict[str, Any] = {}
+    rated: dict[str, Any] = {}
+    plan: list[tuple[str, bool, float | None]] = []
+    if not args.no_loop_off:
+        plan.append(("loop off (bm25, no demotion)", False, None))
+    plan += [("loop on" if a is None else f"loop on, rater {a:g}", True, a) for a in args.rater]
+    for name, loop, accuracy in plan:
+        rater = None
+        if accuracy is not None:
+            rater = Rater(accuracy, rows, clusters, seed=args.rater_seed)
+        r = replay(rows, pairs, loop, rater)
+        if not loop:
+            runs["loop_off"] = r
+        elif accuracy is None:
+            runs["loop_on"] = r
+        else:
+            rated[f"{accuracy:g}"] = r
+        extra = f"  {r['ratings']} ratings" if accuracy is not None else ""
         print(
             f"  {name:<30} Recall@5 {r['recall@5']:.3f}  MRR@10 {r['mrr@10']:.3f}  "
             f"shown from rejected work {100 * r['shown_from_rejected_work']:.2f}%  "
-            f"{r['demoted']} demoted  {r['events_per_s']} events/s"
+            f"{r['demoted']} demoted{extra}  {r['events_per_s']} events/s",
+            flush=True,
         )
-    print(json.dumps({"dataset": dataset.describe(), "pairs": len(pairs), **runs}))
+    limit = {"limit": args.limit} if args.limit else {}
+    rater_seed = {"rater_seed": args.rater_seed} if rated else {}
+    print(
+        json.dumps(
+            {
+                "dataset": dataset.describe(),
+                **limit,
+                "pairs": len(pairs),
+                **runs,
+                **({"rated": rated} if rated else {}),
+                **rater_seed,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
