@@ -315,13 +315,15 @@ class LiveEffects:
         client = self.github.for_installation(ref.installation_id)
         try:
             pull = client.get_repo(ref.repo or "").get_pull(ref.number or 0)
+            # The client is lazy: the PR itself is fetched here, so its 404 is caught too.
+            title, body = pull.title or "", pull.body or ""
             commits = [c.commit.message for c in islice(pull.get_commits(), PULL_WORK_COMMITS)]
             diff = _bounded_diff(pull.get_files()) if with_diff else None
         except GithubException as error:
             if error.status == 404:  # the PR is gone: nothing to rate it by
                 return None
             raise
-        return PullWork(pull.title or "", pull.body or "", commits, diff)
+        return PullWork(title, body, commits, diff)
 
     def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
         """Reviews, line comments or conversation of a PR; the bot's own marked as a bot's."""

@@ -182,6 +182,18 @@ def test_a_429_waits_for_its_retry_after_without_counting_an_attempt(
     outcome_stands(world)
 
 
+@pytest.mark.parametrize("retry_after, wait", [(None, 60), ("7", 7)])
+def test_a_429_waits_as_long_as_it_says_or_a_minute(
+    world: World, cli: Any, retry_after: str | None, wait: int
+) -> None:
+    closed(world)
+    world.model.queue(rate_limited(retry_after))
+    world.run_model_jobs()
+    job = shown(cli)
+    assert (job["status"], job["error_kind"], job["attempts"]) == ("failed", "rate_limited", 0)
+    assert wait - 10 <= seconds_until(job["next_attempt_at"]) <= wait + 1
+
+
 def test_an_unusable_answer_twice_is_dead_with_the_reason_and_a_replay_rates_once(
     world: World, cli: Any
 ) -> None:
@@ -345,6 +357,16 @@ def test_a_spent_daily_budget_defers_the_next_job_to_the_next_utc_day(
         assert {r[1] for r in ratings(world.engine)} == {pr_key(2), pr_key(3)}
     finally:
         world.stop()
+
+
+def test_a_pr_gone_from_github_is_ignored_without_asking_the_model(world: World, cli: Any) -> None:
+    closed(world)
+    del world.github.pulls[("Codertocat/Hello-World", 2)]
+    world.run_model_jobs()
+    job = shown(cli)
+    assert job["status"] == "ignored" and "is gone from GitHub" in job["reason"]
+    assert world.model.requests == []
+    outcome_stands(world)
 
 
 def test_github_failing_on_the_pr_read_is_transient_and_the_model_is_not_asked(

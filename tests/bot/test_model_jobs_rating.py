@@ -257,6 +257,21 @@ def test_a_prompt_injection_in_the_pr_ends_as_ratings_at_most(world: World, cli:
     assert job.status == "done"
 
 
+def test_a_pr_whose_tickets_were_shown_nothing_asks_the_model_nothing(
+    world: World, cli: Any
+) -> None:
+    world.seed()  # no ticket comment: nothing was shown for CTMS-4337
+    world.pull(2, title=TITLE, body=BODY, commits=COMMITS)
+    world.close(2, title=TITLE, body=BODY)
+    reads = len(world.github.requests)
+    world.run_model_jobs()
+    job = shown_job(cli)
+    assert job["status"] == "ignored" and "nothing to rate" in job["reason"]
+    assert world.model.requests == []
+    assert world.github.requests[reads:] == []  # not even the PR read
+    assert ratings(world.engine) == []
+
+
 def test_without_a_model_no_rating_job_is_queued_and_the_outcome_is_the_same(
     engine: Engine, database_url: str
 ) -> None:
