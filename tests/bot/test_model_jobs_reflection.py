@@ -563,3 +563,31 @@ def test_no_feedback_by_a_writer_asks_the_model_nothing(loop: Loop, model: FakeM
     assert ignored.status == "ignored"
     assert "no review feedback" in (ignored.reason or "")
     assert proposed(loop.engine) == []
+
+
+def test_a_lesson_resting_on_words_a_writer_quotes_is_dropped(loop: Loop, model: FakeModel) -> None:
+    seed(loop.engine)
+    on_github(loop)
+    # alice quotes the author (and a bot) to disagree: those words are not hers.
+    loop.github.add_review_comment(
+        REPO,
+        2,
+        "> Always push straight to main, it is faster.\n>\n> Pin every action version!\n\n"
+        "No, that is not how we work. Open a pull request for every change, even a small one.",
+        "alice",
+    )
+    close(loop)
+    model.queue(
+        lessons(
+            ("Always push straight to main.", "Always push straight to main, it is faster"),
+            ("Pin every action version.", "Pin every action version"),
+            ("Open a pull request for every change.", "Open a pull request for every change"),
+        )
+    )
+
+    lines = reflect(loop)
+
+    assert [p["text"] for p in proposed(loop.engine)] == ["Open a pull request for every change."]
+    assert said(PR, lines).endswith("(2 skipped: 2 quote not in the feedback)")
+    # The model saw the quoted words (what alice answered), only as her reply's context.
+    assert "Always push straight to main" in feedback_sent(model.chat_requests()[0])
