@@ -55,8 +55,8 @@ def model() -> Iterator[FakeModel]:
         server.stop()
 
 
-@pytest.fixture
-def loop(engine: Engine, database_url: str, model: FakeModel) -> Iterator[Loop]:
+@contextmanager
+def model_mode(engine: Engine, database_url: str, model: FakeModel, **more: Any) -> Iterator[Loop]:
     """The whole bot in model mode, asking the fake model."""
     running = start_loop(
         engine,
@@ -67,12 +67,19 @@ def loop(engine: Engine, database_url: str, model: FakeModel) -> Iterator[Loop]:
         PLAYBOOK_MODEL_API_KEY="model-key",
         PLAYBOOK_MODEL_TIMEOUT_SECONDS=5,
         PLAYBOOK_API_TOKEN=MAINTAINER,
+        **more,
     )
     try:
         yield running
     finally:
         running.github.stop()
         running.jira.stop()
+
+
+@pytest.fixture
+def loop(engine: Engine, database_url: str, model: FakeModel) -> Iterator[Loop]:
+    with model_mode(engine, database_url, model) as running:
+        yield running
 
 
 def model_worker(loop: Loop) -> Worker:
@@ -591,3 +598,28 @@ def test_a_lesson_resting_on_words_a_writer_quotes_is_dropped(loop: Loop, model:
     assert said(PR, lines).endswith("(2 skipped: 2 quote not in the feedback)")
     # The model saw the quoted words (what alice answered), only as her reply's context.
     assert "Always push straight to main" in feedback_sent(model.chat_requests()[0])
+
+
+def test_over_the_daily_budget_the_job_waits_for_the_next_utc_day(
+    engine: Engine, database_url: str, model: FakeModel
+) -> None:
+    with model_mode(engine, database_url, model, PLAYBOOK_MODEL_DAILY_CALLS=0) as loop:
+        a_reviewed_pull(loop)
+        close(loop)
+        model.queue(lessons(("Close HTTP sessions in a finally block.", "finally block")))
+        now = clock.now()
+
+        with clock.frozen(now):
+            reflect(loop)
+        waiting = job(loop.engine)
+        assert (waiting.status, waiting.attempts, waiting.error_kind) == (
+            "failed",
+            0,
+            "rate_limited",
+        )
+        tomorrow = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        assert waiting.next_attempt_at == tomorrow
+        assert "next UTC day" in (waiting.last_error or "")
+        assert model.chat_requests() == []
+        assert proposed(loop.engine) == []
+        outcome_stands(loop.engine)
