@@ -174,4 +174,14 @@ def _ending(error: ModelError) -> Exception:
         return Deferred(said, clock.now() + max(wait, timedelta(seconds=1)))
     if error.transient:
         return Transient(said)
-    return PermanentError(f"{said}; fix it, then `playbook-bot deliveries replay` this job")
+    fix = _FIXES.get(error.reason, "fix it")
+    return PermanentError(f"{said}; {fix}, then `playbook-bot deliveries replay` this job")
+
+
+# The setting to change for each failure no retry can cure, as the dead job's reason says it.
+_FIXES = {
+    "auth": "check PLAYBOOK_MODEL_API_KEY",
+    "not_found": "set PLAYBOOK_MODEL to a model the endpoint serves",
+    "bad_answer": "set PLAYBOOK_MODEL to a model that follows JSON mode",
+    "bad_request": "check PLAYBOOK_MODEL_BASE_URL and PLAYBOOK_MODEL",
+}

@@ -204,6 +204,7 @@ def test_an_unusable_answer_twice_is_dead_with_the_reason_and_a_replay_rates_onc
     job = shown(cli)
     assert (job["status"], job["error_kind"]) == ("dead", "permanent")
     assert "the answer was not the JSON asked for, twice: not valid JSON" in job["last_error"]
+    assert "set PLAYBOOK_MODEL to a model that follows JSON mode" in job["last_error"]
     assert "deliveries replay" in job["last_error"]
     assert len(world.model.chat_requests()) == 2  # asked again once, then given up
     # The second request showed the model its unusable answer and why.
@@ -231,7 +232,7 @@ def test_a_refused_key_is_dead_naming_the_key_never_its_value(
 
         job = shown(cli)
         assert (job["status"], job["error_kind"]) == ("dead", "permanent")
-        assert "the API key was refused" in job["last_error"]
+        assert "the API key was refused; check PLAYBOOK_MODEL_API_KEY" in job["last_error"]
         assert len(world.model.chat_requests()) == 1  # never retried by itself
         # The fake model's 401 quotes the key it got; nothing the bot keeps or says does.
         listing = cli("deliveries", "list")
@@ -253,6 +254,7 @@ def test_an_unknown_model_is_dead_naming_the_model(
         job = shown(cli)
         assert (job["status"], job["error_kind"]) == ("dead", "permanent")
         assert "HTTP 404" in job["last_error"] and "no-such-model" in job["last_error"]
+        assert "set PLAYBOOK_MODEL to a model the endpoint serves" in job["last_error"]
         outcome_stands(world)
     finally:
         world.stop()
