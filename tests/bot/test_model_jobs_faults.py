@@ -91,9 +91,9 @@ def rated_once(world: World) -> None:
     ] == [(1, 1.0), (1, -0.5)]
 
 
-def seconds_until(value: str) -> float:
-    """Seconds from now to an ISO time as `deliveries show` prints it."""
-    return (datetime.fromisoformat(value) - datetime.now(UTC)).total_seconds()
+def at(value: str) -> datetime:
+    """A time as `deliveries show` prints it."""
+    return datetime.fromisoformat(value)
 
 
 def test_a_slow_model_fails_the_job_for_a_retry_which_succeeds_once_it_answers(
@@ -103,17 +103,22 @@ def test_a_slow_model_fails_the_job_for_a_retry_which_succeeds_once_it_answers(
     try:
         closed(world)
         world.model.queue(slow(3, GOOD))
-        assert world.run_model_jobs() == 1
-
-        job = shown(cli)
-        assert (job["status"], job["error_kind"], job["attempts"]) == ("failed", "transient", 1)
-        assert "timeout" in job["last_error"] and "no answer after 1s" in job["last_error"]
-        assert 0 < seconds_until(job["next_attempt_at"]) <= 2  # PLAYBOOK_RETRY_BASE_SECONDS=1
-        assert ratings(world.engine) == []
-        outcome_stands(world)
-
-        world.model.answer_with(lambda _body: GOOD)  # the model is back
-        assert world.run_model_jobs() == 0  # not before its time
+        now = datetime.now(UTC)
+        with clock.frozen(now):  # the bot's clock; the client's timeout runs on real time
+            assert world.run_model_jobs() == 1
+            job = shown(cli)
+            assert (job["status"], job["error_kind"], job["attempts"]) == (
+                "failed",
+                "transient",
+                1,
+            )
+            assert "timeout" in job["last_error"] and "no answer after 1s" in job["last_error"]
+            # PLAYBOOK_RETRY_BASE_SECONDS=1: the first retry a second later.
+            assert at(job["next_attempt_at"]) == now + timedelta(seconds=1)
+            assert ratings(world.engine) == []
+            outcome_stands(world)
+            world.model.answer_with(lambda _body: GOOD)  # the model is back
+            assert world.run_model_jobs() == 0  # not before its time
         later(seconds=5)
         assert world.run_model_jobs() == 1
         assert shown(cli)["status"] == "done"
@@ -159,13 +164,15 @@ def test_a_429_waits_for_its_retry_after_without_counting_an_attempt(
     closed(world)
     world.model.queue(*[rate_limited("120")] * 6)
     world.model.answer_with(lambda _body: GOOD)
-    world.run_model_jobs()
-
-    job = shown(cli)
-    assert (job["status"], job["error_kind"], job["attempts"]) == ("failed", "rate_limited", 0)
-    assert "HTTP 429" in job["last_error"] and "120s" in job["last_error"]
-    assert 110 <= seconds_until(job["next_attempt_at"]) <= 121
-    assert world.run_model_jobs() == 0  # it waits
+    now = datetime.now(UTC)
+    with clock.frozen(now):
+        world.run_model_jobs()
+        job = shown(cli)
+        assert (job["status"], job["error_kind"], job["attempts"]) == ("failed", "rate_limited", 0)
+        assert "HTTP 429" in job["last_error"] and "120s" in job["last_error"]
+        assert at(job["next_attempt_at"]) == now + timedelta(seconds=120)
+    with clock.frozen(now + timedelta(seconds=119)):
+        assert world.run_model_jobs() == 0  # it waits
     assert len(world.model.chat_requests()) == 1
 
     # More 429s than the attempts a job has: waiting is never a failure, it never goes dead.
@@ -188,10 +195,12 @@ def test_a_429_waits_as_long_as_it_says_or_a_minute(
 ) -> None:
     closed(world)
     world.model.queue(rate_limited(retry_after))
-    world.run_model_jobs()
+    now = datetime.now(UTC)
+    with clock.frozen(now):
+        world.run_model_jobs()
     job = shown(cli)
     assert (job["status"], job["error_kind"], job["attempts"]) == ("failed", "rate_limited", 0)
-    assert wait - 10 <= seconds_until(job["next_attempt_at"]) <= wait + 1
+    assert at(job["next_attempt_at"]) == now + timedelta(seconds=wait)
 
 
 def test_an_unusable_answer_twice_is_dead_with_the_reason_and_a_replay_rates_once(
