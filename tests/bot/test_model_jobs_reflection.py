@@ -2,16 +2,13 @@
 
 The whole bot (signed deliveries, the worker, fake GitHub) with PLAYBOOK_CAPTURE_FROM_REVIEWS=model
 and a fake OpenAI-compatible server: what reaches the model, what comes back as proposals, and
-how a failing model ends the job without touching the close's outcome.
+what is never proposed. How a failing model or GitHub ends the job: the _faults module.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -20,167 +17,49 @@ from mcp import Client
 from sqlalchemy import Engine, select
 
 from bot.mcp_server import build_server
-from bot.worker import Worker
-from playbook import agents, clock
+from playbook import agents
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, Delivery, SideEffect
-from tests.bot.test_metrics import parse, value
-from tests.e2e.test_review_proposals import AGENT, TOKEN, _get, close, on_github, seed
-from tests.fakes.model import FakeModel, invalid_json, rate_limited, server_error
-from tests.fakes.server import Failure
-from tests.loop_harness import REPO, Loop, start_loop
+from tests.bot.reflection_world import (
+    AUTH,
+    AUTHORS,
+    BOTS,
+    LINE,
+    LIVE,
+    PR,
+    READER,
+    REVIEW,
+    a_reviewed_pull,
+    feedback_sent,
+    job,
+    lessons,
+    logged,
+    model_mode,
+    model_server,
+    model_worker,
+    outcome_stands,
+    proposed,
+    quotes_dropped,
+    reflect,
+    said,
+)
+from tests.e2e.test_review_proposals import AGENT, TOKEN, close, on_github, seed
+from tests.fakes.model import FakeModel
+from tests.loop_harness import REPO, Loop
 from tests.payloads import pull_request
-
-MAINTAINER = "reflection-maintainer-token"
-AUTH = {"Authorization": f"Bearer {MAINTAINER}"}
-PR = f"{REPO}#2"
-JOB = f"reflect:{PR}"
-SOURCE = "review-model"
-REVIEW = "Don't call the v1 client here, it drops retries on timeouts."
-LINE = "Please close the HTTP session in a finally block, we leak sockets otherwise."
-AUTHORS = "Never retry inside a database transaction."  # the PR's author wrote it
-BOTS = "Always pin the action versions."  # a bot wrote it
-READER = "Prefer small commits over one big one."  # a reader without write access wrote it
-LIVE = "Log the request id on every error response."  # an active lesson of the playbook
 
 
 @pytest.fixture
 def model() -> Iterator[FakeModel]:
-    server = FakeModel()
-    server.start()
-    try:
+    with model_server() as server:
         yield server
-    finally:
-        server.stop()
-
-
-@contextmanager
-def model_mode(engine: Engine, database_url: str, model: FakeModel, **more: Any) -> Iterator[Loop]:
-    """The whole bot in model mode, asking the fake model."""
-    running = start_loop(
-        engine,
-        database_url,
-        PLAYBOOK_CAPTURE_FROM_REVIEWS="model",
-        PLAYBOOK_MODEL_BASE_URL=model.base_url,
-        PLAYBOOK_MODEL="test-model",
-        PLAYBOOK_MODEL_API_KEY="model-key",
-        PLAYBOOK_MODEL_TIMEOUT_SECONDS=5,
-        PLAYBOOK_API_TOKEN=MAINTAINER,
-        **more,
-    )
-    try:
-        yield running
-    finally:
-        running.github.stop()
-        running.jira.stop()
 
 
 @pytest.fixture
 def loop(engine: Engine, database_url: str, model: FakeModel) -> Iterator[Loop]:
     with model_mode(engine, database_url, model) as running:
         yield running
-
-
-def model_worker(loop: Loop) -> Worker:
-    return Worker(loop.worker.services, name="model-worker", queue="model")
-
-
-@contextmanager
-def logged(name: str = "bot.handlers.model_jobs") -> Iterator[list[str]]:
-    """The messages ``name`` logs meanwhile."""
-    lines: list[str] = []
-
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    handler = Handler(logging.INFO)
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield lines
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
-def lessons(*pairs: tuple[str, str]) -> dict[str, Any]:
-    """The model's answer: each (lesson, quote)."""
-    return {"lessons": [{"lesson": lesson, "quote": quote} for lesson, quote in pairs]}
-
-
-def reflect(loop: Loop) -> list[str]:
-    """The model's worker until no job is due (it takes one at a time); the handlers' log lines."""
-    worker = model_worker(loop)
-    with logged() as lines:
-        while worker.run_once():
-            pass
-    return lines
-
-
-def proposed(engine: Engine) -> list[dict[str, Any]]:
-    """The lessons proposed by the model from review feedback, oldest first."""
-    with transaction(engine) as session:
-        rows = session.scalars(select(Bullet).where(Bullet.source == SOURCE).order_by(Bullet.id))
-        return [
-            {
-                "id": b.id,
-                "text": b.text,
-                "status": b.status,
-                "learned_from": b.learned_from,
-                "scope": b.scope,
-                "source_url": b.source_url,
-            }
-            for b in rows
-        ]
-
-
-def job(engine: Engine) -> Delivery:
-    with transaction(engine) as session:
-        row = session.scalars(select(Delivery).where(Delivery.delivery_id == JOB)).one()
-        session.expunge(row)
-        return row
-
-
-def said(line_start: str, lines: list[str]) -> str:
-    [line] = [line for line in lines if line.startswith(line_start)]
-    return line
-
-
-def feedback_sent(request: dict[str, Any]) -> str:
-    """The text between the <feedback> markers of a reflection request."""
-    user = request["messages"][-1]["content"]
-    assert user.count("<feedback>") == 1 and user.count("</feedback>") == 1
-    return user.split("<feedback>", 1)[1].split("</feedback>", 1)[0]
-
-
-def outcome_stands(engine: Engine) -> None:
-    """The close's outcome: pb-1, cited by the closed PR, demoted with its failed cite."""
-    cited = _get(engine, "pb-1")
-    assert (cited.status, cited.cites_failure) == ("deprecated", 1)
-
-
-def quotes_dropped(loop: Loop) -> float:
-    answer = loop.client.get("/metrics", headers=AUTH)
-    assert answer.status_code == 200, answer.get_data(as_text=True)
-    return value(parse(answer.get_data(as_text=True)), "playbook_model_quotes_dropped_total")
-
-
-def a_reviewed_pull(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
-    """PR 2 with a writer's (alice's) review and line comment, and feedback that never counts."""
-    seed(loop.engine)
-    on_github(loop)
-    loop.github.permissions[(REPO, "drive-by")] = "read"
-    review = loop.github.add_review(REPO, 2, REVIEW, "alice")
-    line = loop.github.add_review_comment(REPO, 2, LINE, "alice")
-    loop.github.add_review(REPO, 2, AUTHORS, "coding-agent")
-    loop.github.add_comment(REPO, 2, BOTS, "ci-helper[bot]")
-    loop.github.add_review(REPO, 2, "Avoid global state in handlers.", "renovate", user_type="Bot")
-    loop.github.add_review_comment(REPO, 2, READER, "drive-by")
-    return review, line
 
 
 def test_the_close_queues_one_reflection_and_the_model_worker_proposes_from_a_writers_words(
@@ -361,109 +240,6 @@ def test_a_lesson_in_the_playbook_or_rejected_before_is_not_proposed_again(
     assert said(f"{REPO}#3", lines).endswith("(2 skipped: 1 rejected before, 1 in the playbook)")
 
 
-def test_a_429_defers_the_job_and_it_proposes_once_the_wait_is_over(
-    loop: Loop, model: FakeModel
-) -> None:
-    a_reviewed_pull(loop)
-    close(loop)
-    model.queue(
-        rate_limited("30"), lessons(("Close HTTP sessions in a finally block.", "finally block"))
-    )
-    now = clock.now()
-
-    with clock.frozen(now):
-        assert model_worker(loop).run_once() == 1
-        waiting = job(loop.engine)
-        assert (waiting.status, waiting.attempts, waiting.error_kind) == (
-            "failed",
-            0,
-            "rate_limited",
-        )
-        assert waiting.next_attempt_at == now + timedelta(seconds=30)
-        assert "rate_limited" in (waiting.last_error or "") or "429" in (waiting.last_error or "")
-        # Not due yet: the model's worker takes only the rating job meanwhile.
-        assert model_worker(loop).run_once() == 1
-        assert len(model.chat_requests()) == 1
-        assert model_worker(loop).run_once() == 0
-    assert proposed(loop.engine) == []
-    outcome_stands(loop.engine)
-
-    with clock.frozen(now + timedelta(seconds=31)):
-        reflect(loop)
-    assert [p["text"] for p in proposed(loop.engine)] == ["Close HTTP sessions in a finally block."]
-    assert job(loop.engine).status == "done"
-
-
-def test_nonsense_twice_is_dead_with_the_reason_and_a_replay_proposes_once(
-    loop: Loop, model: FakeModel, cli
-) -> None:
-    a_reviewed_pull(loop)
-    close(loop)
-    model.queue(invalid_json(), invalid_json())
-
-    reflect(loop)
-
-    dead = job(loop.engine)
-    assert dead.status == "dead"
-    assert "bad_answer" in (dead.last_error or "") or "not usable" in (dead.last_error or "")
-    assert "deliveries replay" in (dead.last_error or "")
-    assert len(model.chat_requests()) == 2  # the answer, and its one retry
-    assert proposed(loop.engine) == []
-    outcome_stands(loop.engine)
-    shown = cli("deliveries", "show", JOB)
-    assert shown.exit_code == 0 and "dead" in shown.output, shown.output
-
-    answer = lessons(("Close HTTP sessions in a finally block.", "finally block"))
-    model.queue(answer)
-    assert cli("deliveries", "replay", JOB).exit_code == 0
-    reflect(loop)
-    assert [p["id"] for p in proposed(loop.engine)] == ["pb-2"]
-    assert job(loop.engine).status == "done"
-
-    # Replayed after it succeeded: the model may be asked again, nothing is proposed twice.
-    model.queue(answer)
-    assert cli("deliveries", "replay", JOB).exit_code == 0
-    lines = reflect(loop)
-    assert [p["id"] for p in proposed(loop.engine)] == ["pb-2"]
-    assert said(PR, lines).endswith("(1 skipped: 1 in the playbook)")
-    outcome_stands(loop.engine)
-
-
-def test_a_model_that_is_down_is_retried_with_backoff(loop: Loop, model: FakeModel) -> None:
-    a_reviewed_pull(loop)
-    close(loop)
-    model.queue(
-        server_error(503), lessons(("Close HTTP sessions in a finally block.", "finally block"))
-    )
-    now = clock.now()
-
-    with clock.frozen(now):
-        reflect(loop)
-        failed = job(loop.engine)
-        assert (failed.status, failed.attempts, failed.error_kind) == ("failed", 1, "transient")
-        assert failed.next_attempt_at > now
-    assert proposed(loop.engine) == []
-    outcome_stands(loop.engine)
-
-    with clock.frozen(failed.next_attempt_at + timedelta(seconds=1)):
-        # The rating job (nothing to rate) and then the retried reflection.
-        while model_worker(loop).run_once():
-            pass
-    assert [p["text"] for p in proposed(loop.engine)] == ["Close HTTP sessions in a finally block."]
-    assert job(loop.engine).status == "done"
-    assert len(model.chat_requests()) == 2
-
-
-def test_a_redelivered_close_queues_no_second_reflection(loop: Loop, model: FakeModel) -> None:
-    a_reviewed_pull(loop)
-    close(loop, delivery="close-1")
-    close(loop, delivery="close-1")
-    close(loop, delivery="close-2")
-    with transaction(loop.engine) as session:
-        jobs = session.scalars(select(Delivery.delivery_id).where(Delivery.source == "playbook"))
-        assert sorted(jobs) == [f"rate:{PR}", JOB]
-
-
 def test_the_models_proposals_are_listed_to_maintainers_as_the_pulls_batch(
     loop: Loop, model: FakeModel
 ) -> None:
@@ -527,51 +303,6 @@ def test_the_authors_title_and_a_reviewers_markers_stay_inside_the_data(
     assert job(loop.engine).status == "done"
 
 
-def test_a_github_read_failing_in_the_job_is_retried_before_the_model_is_asked(
-    loop: Loop, model: FakeModel
-) -> None:
-    review, _ = a_reviewed_pull(loop)
-    close(loop)
-    path = f"/repos/{REPO}/pulls/2/reviews"
-    loop.github.failures.append(Failure("GET", path, 502, times=3))
-    model.queue(lessons(("Use the v2 client here; v1 drops retries.", "it drops retries")))
-    now = clock.now()
-
-    with clock.frozen(now):
-        reflect(loop)
-    failed = job(loop.engine)
-    assert (failed.status, failed.error_kind) == ("failed", "transient")
-    assert "502" in (failed.last_error or "")
-    assert model.chat_requests() == []  # not asked about half the feedback
-    outcome_stands(loop.engine)
-
-    loop.github.failures.clear()
-    with clock.frozen(failed.next_attempt_at + timedelta(seconds=1)):
-        reflect(loop)
-    [asked] = model.chat_requests()
-    assert REVIEW in feedback_sent(asked) and LINE in feedback_sent(asked)
-    assert [p["source_url"] for p in proposed(loop.engine)] == [review["html_url"]]
-    assert job(loop.engine).status == "done"
-
-
-def test_no_feedback_by_a_writer_asks_the_model_nothing(loop: Loop, model: FakeModel) -> None:
-    seed(loop.engine)
-    on_github(loop)
-    loop.github.permissions[(REPO, "drive-by")] = "read"
-    loop.github.add_review(REPO, 2, AUTHORS, "coding-agent")
-    loop.github.add_comment(REPO, 2, BOTS, "ci-helper[bot]")
-    loop.github.add_review_comment(REPO, 2, READER, "drive-by")
-    close(loop)
-
-    reflect(loop)
-
-    assert model.chat_requests() == []
-    ignored = job(loop.engine)
-    assert ignored.status == "ignored"
-    assert "no review feedback" in (ignored.reason or "")
-    assert proposed(loop.engine) == []
-
-
 def test_a_lesson_resting_on_words_a_writer_quotes_is_dropped(loop: Loop, model: FakeModel) -> None:
     seed(loop.engine)
     on_github(loop)
@@ -598,28 +329,3 @@ def test_a_lesson_resting_on_words_a_writer_quotes_is_dropped(loop: Loop, model:
     assert said(PR, lines).endswith("(2 skipped: 2 quote not in the feedback)")
     # The model saw the quoted words (what alice answered), only as her reply's context.
     assert "Always push straight to main" in feedback_sent(model.chat_requests()[0])
-
-
-def test_over_the_daily_budget_the_job_waits_for_the_next_utc_day(
-    engine: Engine, database_url: str, model: FakeModel
-) -> None:
-    with model_mode(engine, database_url, model, PLAYBOOK_MODEL_DAILY_CALLS=0) as loop:
-        a_reviewed_pull(loop)
-        close(loop)
-        model.queue(lessons(("Close HTTP sessions in a finally block.", "finally block")))
-        now = clock.now()
-
-        with clock.frozen(now):
-            reflect(loop)
-        waiting = job(loop.engine)
-        assert (waiting.status, waiting.attempts, waiting.error_kind) == (
-            "failed",
-            0,
-            "rate_limited",
-        )
-        tomorrow = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        assert waiting.next_attempt_at == tomorrow
-        assert "next UTC day" in (waiting.last_error or "")
-        assert model.chat_requests() == []
-        assert proposed(loop.engine) == []
-        outcome_stands(loop.engine)
