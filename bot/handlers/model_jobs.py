@@ -104,6 +104,12 @@ def reflect_on_reviews(event: Event, services: Services) -> None:
     )
     if not feedback:
         raise Ignored(f"no review feedback on {key} by people with write access")
+    if not services.settings.model_enabled:
+        # Queued while a model was set, run after it was unset: the heuristic's, as at a close.
+        with db.transaction(services.engine) as session:
+            done = proposals.propose(session, feedback, ticket=ticket, scope=scope, pr_key=key)
+        log.info("%s (no model endpoint is set: by the heuristic)", done.summary(key))
+        return
     answer = model_jobs.ask(
         services,
         "reflection",

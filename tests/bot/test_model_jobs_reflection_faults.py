@@ -10,9 +10,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, select
 
+from bot.services import Services
+from bot.worker import Worker
 from playbook import clock
 from playbook.db import transaction
-from playbook.models import Delivery
+from playbook.models import Bullet, Delivery
 from tests.bot.reflection_world import (
     AUTHORS,
     BOTS,
@@ -25,6 +27,7 @@ from tests.bot.reflection_world import (
     feedback_sent,
     job,
     lessons,
+    logged,
     model_mode,
     model_server,
     model_worker,
@@ -222,3 +225,36 @@ def test_a_redelivered_close_queues_no_second_reflection(loop: Loop, model: Fake
     with transaction(loop.engine) as session:
         jobs = session.scalars(select(Delivery.delivery_id).where(Delivery.source == "playbook"))
         assert sorted(jobs) == [f"rate:{PR}", JOB]
+
+
+def test_a_job_queued_before_the_model_was_unset_gives_the_feedback_to_the_heuristic(
+    loop: Loop, model: FakeModel
+) -> None:
+    review, line = a_reviewed_pull(loop)
+    close(loop)
+    # The server restarts without a model while the job waits.
+    unset = {"model_base_url": None, "model_name": None, "capture_from_reviews": "heuristic"}
+    services = Services(engine=loop.engine, settings=loop.settings.model_copy(update=unset))
+
+    with logged() as lines:
+        while Worker(services, name="model-worker", queue="model").run_once():
+            pass
+
+    assert model.chat_requests() == []
+    assert job(loop.engine).status == "done"
+    with transaction(loop.engine) as session:
+        found = session.scalars(
+            select(Bullet).where(Bullet.source == "review").order_by(Bullet.number)
+        ).all()
+        assert [(b.text, b.status, b.source_url) for b in found] == [
+            (REVIEW, "proposed", review["html_url"]),
+            (
+                "Close the HTTP session in a finally block, we leak sockets otherwise.",
+                "proposed",
+                line["html_url"],
+            ),
+        ]
+    assert (
+        f"{PR}: 2 lessons proposed from review feedback by alice "
+        "(no model endpoint is set: by the heuristic)"
+    ) in lines
