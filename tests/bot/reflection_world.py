@@ -104,7 +104,9 @@ def reflect(loop: Loop) -> list[str]:
 def proposed(engine: Engine) -> list[dict[str, Any]]:
     """The lessons proposed by the model from review feedback, oldest first."""
     with transaction(engine) as session:
-        rows = session.scalars(select(Bullet).where(Bullet.source == SOURCE).order_by(Bullet.id))
+        rows = session.scalars(
+            select(Bullet).where(Bullet.source == SOURCE).order_by(Bullet.number)
+        )
         return [
             {
                 "id": b.id,
