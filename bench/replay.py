@@ -18,6 +18,9 @@ transaction per event as the worker would, with the playbook's clock set to the 
   `Cannot Reproduce`, `Incomplete` closed unmerged (demoting the issue's lessons when the loop
   is on); anything else leaves no outcome.
 
+An issue whose text holds a credential (a password in a URL, say) is refused as a lesson, as
+the playbook refuses it from anyone; its search still happens. The JSON line counts them.
+
 Loop on: `rank_by=feedback` with demotion; loop off: `rank_by=bm25`, no demotion. Reports
 Recall@5 and MRR@10 on the duplicate pairs, the share of shown lessons that already came from
 rejected work when shown, and events replayed per second. Ends with one JSON line.
@@ -49,7 +52,7 @@ from dup_recall import score, scratch_playbook  # noqa: E402
 from replay_rater import Rater  # noqa: E402
 
 from playbook import clock, db  # noqa: E402
-from playbook.lessons import bulk  # noqa: E402
+from playbook.lessons import bulk, secrets  # noqa: E402
 from playbook.outcomes import pull_outcome, tracking, usage  # noqa: E402
 from playbook.search.retrieval import Retriever  # noqa: E402
 
@@ -104,7 +107,7 @@ def replay(
     retriever = Retriever()
     rejected_known: set[str] = set()  # lessons whose ticket was closed unmerged, as of now
     ranks: list[int | None] = []
-    shown = shown_rejected = cites = demoted = 0
+    shown = shown_rejected = cites = demoted = refused = 0
     ratings = rated_right = 0
     events = timeline(rows)
     started = time.perf_counter()
@@ -155,7 +158,10 @@ def replay(
                             pr_key=pr_key(row),
                         )
                         cites += 1
-                bulk.put(session, lesson(row, "replay"), actor=ACTOR)
+                try:
+                    bulk.put(session, lesson(row, "replay"), actor=ACTOR)
+                except secrets.HoldsCredential:
+                    refused += 1  # refused before anything is written, as a person's would be
         took = time.perf_counter() - started
     recall, mrr = score(ranks) if ranks else (0.0, 0.0)
     return {
@@ -165,6 +171,7 @@ def replay(
         "shown_from_rejected_work": round(shown_rejected / shown, 4) if shown else 0.0,
         "cites": cites,
         "demoted": demoted,
+        "refused_lessons": refused,
         "ratings": ratings,
         "ratings_right": round(rated_right / ratings, 3) if ratings else None,
         "events": len(events) + cites,

@@ -90,3 +90,14 @@ def test_an_accuracy_outside_zero_to_one_is_refused(text: str) -> None:
 
 def test_accuracies_read_none_and_numbers_once_each() -> None:
     assert replay_rater.accuracies("none, 0.6,0.75,0.6,NONE") == [None, 0.6, 0.75]
+
+
+def test_an_issue_holding_a_password_is_searched_but_never_becomes_a_lesson() -> None:
+    leaky = issue("DB-30", 14, "replica cannot log in")
+    leaky["description"] = "It connects with jdbc:postgresql://app:Tr0ub4dor3xQ@db.internal/main"
+    rows = [*ROWS, leaky, issue("DB-31", 15, "replica cannot log in after the upgrade", "DB-30")]
+
+    result = replay.replay(rows, duplicate_pairs(rows), loop=True)
+
+    assert result["refused_lessons"] == 1
+    assert result["recall@5"] == 0.5  # DB-21 finds DB-20; DB-31 cannot find what was refused
