@@ -58,6 +58,7 @@ PERMISSIONS_BY_CALL: dict[tuple[str, str], dict[str, str] | None] = {
     ("GET", "/repos/<owner>/<name>/pulls/<int:number>/commits"): {"pull_requests": "read"},
     # A closed PR's review feedback (changes-requested reviews, line comments).
     ("GET", "/repos/<owner>/<name>/pulls/<int:number>/reviews"): {"pull_requests": "read"},
+    ("GET", "/repos/<owner>/<name>/pulls/<int:number>/files"): {"pull_requests": "read"},
     ("GET", "/repos/<owner>/<name>/pulls/<int:number>/comments"): {"pull_requests": "read"},
     # The rule-file sync: read the file, commit it on its branch, open or edit its PR.
     ("POST", "/repos/<owner>/<name>/pulls"): {"pull_requests": "write"},
