@@ -108,7 +108,7 @@ def replay(
     rejected_known: set[str] = set()  # lessons whose ticket was closed unmerged, as of now
     ranks: list[int | None] = []
     shown = shown_rejected = cites = demoted = refused = 0
-    ratings = rated_right = 0
+    ratings = rated_right = rated_up = 0
     events = timeline(rows)
     started = time.perf_counter()
     with scratch_playbook("replay") as engine:
@@ -125,9 +125,10 @@ def replay(
                         rejected_known.add(row["key"])
                     if rater is not None:
                         # As the rating job does once the PR has closed and been settled.
-                        added, right = rater.rate(session, pull.key, row["key"])
+                        added, right, up = rater.rate(session, pull.key, row["key"])
                         ratings += added
                         rated_right += right
+                        rated_up += up
                     continue
                 result = retriever.search(session, ticket(row), k=10, rank_by=rank_by)
                 top = [hit.bullet_id for hit in result.hits[:5]]
@@ -174,6 +175,7 @@ def replay(
         "refused_lessons": refused,
         "ratings": ratings,
         "ratings_right": round(rated_right / ratings, 3) if ratings else None,
+        "ratings_up": rated_up,
         "events": len(events) + cites,
         "events_per_s": round((len(events) + cites) / took, 1),
     }

@@ -105,8 +105,8 @@ class Rater:
             return False
         return self._cluster[lesson] == self._cluster[ticket]
 
-    def rate(self, session: Session, pr_key: str, ticket_key: str) -> tuple[int, int]:
-        """Rate what the rating job would for this PR; (ratings stored, how many were right)."""
+    def rate(self, session: Session, pr_key: str, ticket_key: str) -> tuple[int, int, int]:
+        """Rate what the rating job would for this PR; (stored, how many right, how many up)."""
         scored, right = [], set()
         for bullet in targets.to_rate(session, pr_key, [ticket_key]):
             truth = 1.0 if self.helps(bullet.id, ticket_key) else -1.0
@@ -122,4 +122,9 @@ class Rater:
             model=self.model,
             prompt_version=PROMPT_VERSION,
         )
-        return len(added), sum(1 for bullet_id in added if bullet_id in right)
+        up = {item.bullet_id for item in scored if item.score > 0}
+        return (
+            len(added),
+            sum(1 for bullet_id in added if bullet_id in right),
+            sum(1 for bullet_id in added if bullet_id in up),
+        )
