@@ -296,6 +296,12 @@ class Settings(BaseSettings):
         "days that showed lessons and have none (`rate --backfill`).",
     )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
+    consolidate_schedule: str = Field(
+        "0 6 * * *",
+        validation_alias="PLAYBOOK_CONSOLIDATE_SCHEDULE",
+        description="When each scope past 75% of its context budget gets consolidation "
+        "proposals for its overlapping lessons (`consolidate`).",
+    )
 
     # The controlled holdout (issue 27): off unless a percentage is set.
     holdout_percent: int = Field(
@@ -323,6 +329,48 @@ class Settings(BaseSettings):
         validation_alias="PLAYBOOK_EFFECT_MIN_TICKETS",
         description="Tickets with an outcome each side of a lesson's measured effect needs before "
         "it is reported (and before it can mark the lesson measured harmful or helpful).",
+    )
+
+    # The context budget (issue 31): what an agent's context gives the lessons of one scope.
+    context_budget: int = Field(
+        8000,
+        ge=2000,
+        le=32_000,
+        validation_alias="PLAYBOOK_CONTEXT_BUDGET",
+        description="Characters of lessons one scope may fill in an agent's context (2,000 to "
+        "32,000); past 75% of it, overlapping lessons get consolidation proposals.",
+    )
+    # The semantic rerank (issue 31): off unless an embedding model is set on the model endpoint.
+    embedding_model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        validation_alias="PLAYBOOK_EMBEDDING_MODEL",
+        description="The embedding model on the model endpoint (PLAYBOOK_MODEL_BASE_URL); set, "
+        "lessons are embedded by the worker and searches rerank by meaning.",
+    )
+    embedding_timeout_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=30,
+        validation_alias="PLAYBOOK_EMBEDDING_TIMEOUT_SECONDS",
+        description="How long a search waits for the ticket's embedding before it answers with "
+        "the text ranking alone.",
+    )
+    rerank_candidates: int = Field(
+        100,
+        ge=10,
+        le=1000,
+        validation_alias="PLAYBOOK_RERANK_CANDIDATES",
+        description="Lessons taken from the text ranking and from similarity each, to rerank.",
+    )
+    rerank_similarity_weight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        validation_alias="PLAYBOOK_RERANK_SIMILARITY_WEIGHT",
+        description="The similarity's share of the blended score (the rest is the text rank); "
+        "unset, the measured default applies.",
     )
 
     # The model endpoint (issue 30): any OpenAI-compatible server; off unless URL and model are set.
@@ -377,6 +425,11 @@ class Settings(BaseSettings):
     def model_enabled(self) -> bool:
         """Whether a model endpoint is configured: both its URL and the model's name."""
         return bool(self.model_base_url and self.model_name)
+
+    @property
+    def embeddings_enabled(self) -> bool:
+        """Whether the semantic rerank is on: the endpoint's URL and an embedding model."""
+        return bool(self.model_base_url and self.embedding_model)
 
     @property
     def model_key(self) -> str | None:
@@ -460,6 +513,7 @@ class Settings(BaseSettings):
         "purge_schedule",
         "agents_md_schedule",
         "rate_backfill_schedule",
+        "consolidate_schedule",
     )
     @classmethod
     def _crontab(cls, value: str) -> str:

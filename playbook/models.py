@@ -569,3 +569,47 @@ class ModelUsage(Base):
     calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class Consolidation(Base):
+    """A proposal to merge a group of overlapping lessons of one scope into one lesson."""
+
+    __tablename__ = "consolidations"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    scope: Mapped[str] = mapped_column(String(200), index=True)
+    # The members' ids in id order; `group_key` hashes them, `members_hash` hashes their texts
+    # too, so a rejected group is proposed again only once a member has changed.
+    member_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    group_key: Mapped[str] = mapped_column(String(64), index=True)
+    members_hash: Mapped[str] = mapped_column(String(64))
+    # The merged text a maintainer accepts or edits: the model's, or the longest member's.
+    draft: Mapped[str] = mapped_column(Text)
+    draft_source: Mapped[str] = mapped_column(String(20))  # longest | model | edited
+    model: Mapped[str | None] = mapped_column(String(200))
+    # Each member's key terms the draft lacks ({"pb-3": ["retry"]}): flagged for the reviewer.
+    dropped_terms: Mapped[dict[str, list[str]]] = mapped_column(JSON, default=dict)
+    saves_chars: Mapped[int] = mapped_column(Integer, default=0)
+    similarity: Mapped[float] = mapped_column(Float, default=0.0)
+    status: Mapped[str] = mapped_column(String(16), default="open", index=True)
+    merged_id: Mapped[str | None] = mapped_column(String(64), ForeignKey("bullets.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_by: Mapped[str | None] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+class Embedding(Base):
+    """A lesson's embedding by one model, with the hash of the text it was computed from."""
+
+    __tablename__ = "embeddings"
+
+    bullet_id: Mapped[str] = mapped_column(String(64), ForeignKey("bullets.id"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    text_hash: Mapped[str] = mapped_column(String(64))
+    dim: Mapped[int] = mapped_column(Integer)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, `dim` values
+    # The `embedding_version` meta counter at this row's last write: an index holding version
+    # v reads exactly the rows written after it.
+    version: Mapped[int] = mapped_column(BigInteger, index=True)
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime)

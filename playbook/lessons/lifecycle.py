@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -159,6 +159,11 @@ def closest_live(session: Session, text: str, scope: str) -> tuple[str, float] |
     return best
 
 
+# Told each lesson created or changed, in the writer's transaction (the bot queues the
+# lesson's embedding job here, so it commits or rolls back with the change itself).
+change_listeners: list[Callable[[Session, Bullet], None]] = []
+
+
 def _record(
     session: Session,
     bullet: Bullet,
@@ -178,6 +183,8 @@ def _record(
     )
     session.add(revision)
     session.flush()
+    for listener in change_listeners:
+        listener(session, bullet)
     return revision
 
 

@@ -61,6 +61,7 @@ class RepoSettings(BaseModel):
     demote_policy: DemotePolicy | None = None
     capture_from_reviews: CaptureSetting | None = None
     holdout_percent: int | None = Field(None, ge=0, le=50)
+    context_budget: int | None = Field(None, ge=2000, le=32_000)
     ignore_labels: list[str] = Field(default_factory=list, max_length=100)
     agents_md: AgentsMd = Field(default_factory=AgentsMd)
 
