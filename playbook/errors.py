@@ -21,6 +21,17 @@ class BulletNotFound(PlaybookError):
         self.field = field
 
 
+class ConsolidationNotFound(PlaybookError):
+    """No consolidation proposal has the given id."""
+
+    def __init__(
+        self, consolidation_id: object, hint: str = "list the consolidations to see their ids"
+    ) -> None:
+        super().__init__(f"no consolidation with id {consolidation_id!r}; {hint}")
+        self.consolidation_id = consolidation_id
+        self.field = "id"
+
+
 class InvalidTransition(PlaybookError):
     """A status change that the lifecycle does not allow."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -129,8 +129,10 @@ def find_near_duplicate(session: Session, text: str, scope: str) -> tuple[Bullet
     return get(session, best[0]), best[1]
 
 
-def closest_live(session: Session, text: str, scope: str) -> tuple[str, float] | None:
-    """The live (active or proposed) bullet in ``scope`` whose text overlaps ``text`` most.
+def closest_live(
+    session: Session, text: str, scope: str, skip: Collection[str] = ()
+) -> tuple[str, float] | None:
+    """The live (active or proposed) bullet in ``scope`` (not in ``skip``) closest to ``text``.
 
     The search index shortlists the few live lessons most like ``text`` and the overlap rule
     is applied to those: a near-duplicate (or a similar lesson) shares many of its words with
@@ -140,7 +142,7 @@ def closest_live(session: Session, text: str, scope: str) -> tuple[str, float] |
     if bullet_tokens(text):
         # By primary key alone: given the scope too, SQLite plans on the scope index and reads
         # every lesson of the scope.
-        shortlist = Retriever.shared(session).candidates(session, text, scope, k=10)
+        shortlist = Retriever.shared(session).candidates(session, text, scope, k=10 + len(skip))
         live = live.where(Bullet.id.in_(shortlist))
     else:
         # Only stop words and symbols, which the index does not hold: such texts are rare and
@@ -149,7 +151,7 @@ def closest_live(session: Session, text: str, scope: str) -> tuple[str, float] |
     rows = [
         (bullet_id, other)
         for bullet_id, other, other_scope, status in session.execute(live)
-        if other_scope == scope and status in ("active", "proposed")
+        if other_scope == scope and status in ("active", "proposed") and bullet_id not in skip
     ]
     best: tuple[str, float] | None = None
     for bullet_id, other in sorted(rows):
@@ -202,11 +204,14 @@ def add(
     source_url: str | None = None,
     reason: str | None = None,
     max_chars: int = fields.MAX_LESSON_CHARS,
+    replacing: Collection[str] = (),
 ) -> AddResult:
     """Add a bullet with a new `pb-<n>` id, unless a near-duplicate already exists in its scope.
 
     Every field is checked first (FieldProblem names the bad one): ``learned_from`` must name
-    a ticket, and the text may be at most ``max_chars`` long.
+    a ticket, and the text may be at most ``max_chars`` long. ``replacing`` names the lessons
+    the new one is about to supersede (a consolidation's members): nearly duplicating them is
+    the point, so they are not compared.
     """
     checked = check_fields(
         {
@@ -225,7 +230,7 @@ def add(
     status = check_status(status, ("proposed", "active"))
     text, scope = checked["text"], checked["scope"]
     version = bump_version(session)
-    closest = closest_live(session, text, scope)
+    closest = closest_live(session, text, scope, skip=frozenset(replacing))
     if closest is not None and closest[1] >= DUPLICATE_OVERLAP:
         # The version bump above stays: a spurious cache refresh is cheaper than a race.
         return AddResult(bullet=get(session, closest[0]), created=False, overlap=closest[1])
