@@ -1,10 +1,11 @@
 """Model jobs: queued on the inbox after a PR closes, run by the model's own worker, budgeted.
 
 A job is an inbox row of the bot's own (source "playbook", event "model.rate" or
-"model.reflect", one delivery id per PR), so it has the inbox's leases, retries with backoff,
-dead letters, `deliveries show` and /ui/deliveries. It is inserted if absent: a redelivered
-close, a backfill or a second worker never asks the model twice for one PR. Nothing here
-runs inside a webhook request or a delivery's handler: those only queue.
+"model.reflect", one delivery id per PR; "model.merge", one per consolidation proposal), so it
+has the inbox's leases, retries with backoff, dead letters, `deliveries show` and
+/ui/deliveries. It is inserted if absent: a redelivered close, a backfill or a second worker
+never asks the model twice for one PR. Nothing here runs inside a webhook request or a
+delivery's handler: those only queue.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from playbook.deliveries import inbox
 from playbook.ratings import backfill
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from bot.services import Services
     from playbook.outcomes.tracking import PullRequestState
 
@@ -33,6 +36,7 @@ T = TypeVar("T", bound=pydantic.BaseModel)
 SOURCE = inbox.JOB_SOURCE
 RATE = f"{inbox.MODEL_EVENT_PREFIX}rate"
 REFLECT = f"{inbox.MODEL_EVENT_PREFIX}reflect"
+MERGE = f"{inbox.MODEL_EVENT_PREFIX}merge"
 # A 429 without Retry-After waits this long before the job is tried again.
 RATE_LIMIT_WAIT = timedelta(minutes=1)
 
@@ -45,6 +49,24 @@ def rate_id(pr_key: str) -> str:
 def reflect_id(pr_key: str) -> str:
     """The delivery id of a PR's reflection job: one per PR, ever."""
     return f"reflect:{pr_key}"
+
+
+def merge_id(consolidation_id: int) -> str:
+    """The delivery id of a consolidation's merge job: one per proposal, ever."""
+    return f"merge:{consolidation_id}"
+
+
+def queue_merge(session: Session, consolidation_id: int) -> bool:
+    """Queue the model's merged text for a proposal, in the caller's transaction; False if queued
+    before. In the proposal's own transaction, so no proposal is left without its job."""
+    return inbox.accept(
+        session,
+        source=SOURCE,
+        event=MERGE,
+        delivery_id=merge_id(consolidation_id),
+        payload=json.dumps({"consolidation": consolidation_id}),
+        ticket_key=None,
+    )
 
 
 def _queue(services: Services, event: str, delivery_id: str, payload: dict[str, object]) -> bool:
