@@ -1,9 +1,13 @@
-"""A fake OpenAI-compatible model server: chat completions, models, scripted answers, faults."""
+"""A fake OpenAI-compatible model server: chat completions, embeddings, models, faults."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
+import re
+import struct
 import threading
 import time
 from collections import deque
@@ -16,6 +20,9 @@ from flask import Response, request
 from tests.fakes.server import FakeServer
 
 CHAT_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+# The length of the fake's own vectors unless a test asks for another (real ones: 384 to 3072).
+EMBEDDING_DIMENSION = 64
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 
 
@@ -37,6 +44,8 @@ class Reply:
     message: str = "The server had an error while processing your request."
     finish_reason: str = "stop"
     raw: str | None = None
+    # Embeddings only: answer vectors of this length instead of the server's own (a swapped model).
+    dimension: int | None = None
 
 
 # What a test scripts: a Reply, a content string, or a dict sent as its JSON text.
@@ -88,6 +97,29 @@ def broken_body(text: str = "<html><body>502 Bad Gateway</body></html>") -> Repl
     return Reply(raw=text)
 
 
+def wrong_dimension(dimension: int = 3) -> Reply:
+    """An embeddings answer whose vectors have ``dimension`` values (another model's length)."""
+    return Reply(dimension=dimension)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def bag_of_words(text: str, dimension: int = EMBEDDING_DIMENSION) -> list[float]:
+    """A deterministic unit vector: each word hashed to a signed slot, so texts sharing words
+    are near and texts sharing none are (nearly) orthogonal."""
+    vector = [0.0] * dimension
+    for word in _WORD.findall(text.lower()):
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        slot = int.from_bytes(digest[:4], "little") % dimension
+        vector[slot] += 1.0 if digest[4] & 1 else -1.0
+    norm = sum(v * v for v in vector) ** 0.5
+    if norm == 0:
+        # A text without words still gets a vector, as a real model gives one.
+        vector[0], norm = 1.0, 1.0
+    return [v / norm for v in vector]
+
+
 def _tokens(text: str) -> int:
     """About four characters a token, as the OpenAI tokenizer averages on English."""
     return max(1, (len(text) + 3) // 4)
@@ -122,6 +154,13 @@ class FakeModel(FakeServer):
         self.responder: Responder = lambda _body: "{}"
         # The usage object of each completion answered, for tests of token accounting.
         self.usages: list[dict[str, int]] = []
+        # Embeddings: scripted replies first, then ``embedding_default`` (a lasting fault, when
+        # set), else vectors: a planted one for its exact text, or the bag of words.
+        self.embedding_replies: deque[Reply] = deque()
+        self.embedding_default: Reply | None = None
+        self.planted: dict[str, list[float]] = {}
+        self.dimension = EMBEDDING_DIMENSION
+        self.embedding_usages: list[dict[str, int]] = []
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
         self._routes()
@@ -138,6 +177,34 @@ class FakeModel(FakeServer):
     def answer_with(self, responder: Responder) -> None:
         """Answer chat requests (once the queue is empty) with ``responder(request_json)``."""
         self.responder = responder
+
+    def queue_embeddings(self, *replies: Reply) -> None:
+        """Answer the next embeddings requests with ``replies`` (faults, wrong dimensions)."""
+        self.embedding_replies.extend(replies)
+
+    def embed_always(self, reply: Reply | None) -> None:
+        """Answer each embeddings request (the queue once empty) with ``reply``; None: vectors."""
+        self.embedding_default = reply
+
+    def plant(self, text: str, vector: list[float]) -> None:
+        """Answer ``vector`` for exactly ``text`` (instead of its bag of words)."""
+        self.planted[text] = list(vector)
+
+    def vector_of(self, text: str) -> list[float]:
+        """The vector this server answers for ``text``."""
+        return self.planted.get(text) or bag_of_words(text, self.dimension)
+
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the embeddings requests received, in order."""
+        return [r.json for r in self.calls("POST", EMBEDDINGS_PATH)]
+
+    def embedded_texts(self) -> list[str]:
+        """Every text the embeddings requests asked about, in order."""
+        texts: list[str] = []
+        for body in self.embedding_requests():
+            given = (body or {}).get("input")
+            texts.extend([given] if isinstance(given, str) else list(given or []))
+        return texts
 
     def chat_requests(self) -> list[dict[str, Any]]:
         """The JSON bodies of the chat-completions requests received, in order."""
@@ -210,6 +277,84 @@ class FakeModel(FakeServer):
             if reply.delay and self._stopping.wait(reply.delay):
                 return _error("shutting down", 503, "server_error")
             return self._reply(body, reply)
+
+        @app.post(EMBEDDINGS_PATH)
+        def embeddings() -> Any:
+            if (denied := self._authorized()) is not None:
+                return denied
+            body = request.get_json(silent=True)
+            if not isinstance(body, dict):
+                return _error("We could not parse the JSON body.", 400, "invalid_request_error")
+            if (invalid := self._invalid_embedding(body)) is not None:
+                return invalid
+            if not self._serves(body["model"]):
+                return self._unknown_model(body["model"])
+            if self.embedding_replies:
+                reply: Reply | None = self.embedding_replies.popleft()
+            else:
+                reply = self.embedding_default
+            reply = reply or Reply()
+            if reply.delay and self._stopping.wait(reply.delay):
+                return _error("shutting down", 503, "server_error")
+            return self._embedding_reply(body, reply)
+
+    def _invalid_embedding(self, body: dict[str, Any]) -> Any:
+        """OpenAI's 400 for an embeddings request it would refuse, naming the parameter."""
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            return _error("you must provide a model parameter", 400, "invalid_request_error")
+        given = body.get("input")
+        texts = [given] if isinstance(given, str) else given
+        if (
+            not isinstance(texts, list)
+            or not texts
+            or len(texts) > 2048
+            or not all(isinstance(t, str) and t for t in texts)
+        ):
+            return _error(
+                "'$.input' is invalid. Please check the API reference.",
+                400,
+                "invalid_request_error",
+                None,
+                "input",
+            )
+        if body.get("encoding_format", "float") not in ("float", "base64"):
+            return _error(
+                f"Invalid value: '{body.get('encoding_format')}'. Supported values are: "
+                "'float' and 'base64'.",
+                400,
+                "invalid_request_error",
+                "invalid_value",
+                "encoding_format",
+            )
+        return None
+
+    def _embedding_reply(self, body: dict[str, Any], reply: Reply) -> Any:
+        """The embeddings list object (or the scripted error or raw body)."""
+        if reply.raw is not None:
+            return Response(reply.raw, status=reply.status, content_type="text/html")
+        if reply.status != 200:
+            error_body, status = _error(
+                reply.message, reply.status, reply.error_type, reply.error_code
+            )
+            return error_body, status, reply.headers
+        given = body["input"]
+        texts = [given] if isinstance(given, str) else given
+        data = []
+        for index, text in enumerate(texts):
+            vector = self.vector_of(text)
+            if reply.dimension is not None:
+                vector = (vector * (reply.dimension // len(vector) + 1))[: reply.dimension]
+            encoded: Any = vector
+            if body.get("encoding_format") == "base64":
+                # What OpenAI sends for base64: the float32 values, little-endian.
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                encoded = base64.b64encode(packed).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(_tokens(text) for text in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        self.embedding_usages.append(usage)
+        answer_ = {"object": "list", "data": data, "model": body["model"], "usage": usage}
+        return answer_, 200, reply.headers
 
     def _invalid(self, body: dict[str, Any]) -> Any:
         """OpenAI's 400 for a request it would refuse, naming the parameter."""
