@@ -1,4 +1,5 @@
-"""Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, agents-md, rating backfill.
+"""Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, agents-md, rating backfill,
+consolidation proposals.
 
 APScheduler 3 keeps its schedule in each process and cannot share a job store, so every
 process schedules the jobs and a lease row decides who runs each one: a job runs only in
@@ -135,6 +136,23 @@ def rate_backfill_job(engine: Engine, settings: Settings) -> None:
         log.info("rate backfill: queued %d rating jobs%s", len(result.queued), more)
 
 
+def consolidate_job(engine: Engine, settings: Settings) -> None:
+    """Propose consolidations in every scope past 75% of its context budget."""
+    from bot.consolidate import run
+    from bot.services import Services
+
+    report = run(Services(engine=engine, settings=settings))
+    for scope in report.scopes:
+        if not scope.skipped:
+            log.info(
+                "consolidate: %s at %d / %d chars, %d proposals",
+                scope.scope,
+                scope.chars,
+                scope.budget,
+                len(scope.proposals),
+            )
+
+
 JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "prune": ("prune_schedule", prune_job),
     "reconcile": ("reconcile_schedule", reconcile_job),
@@ -142,6 +160,7 @@ JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "purge": ("purge_schedule", purge_job),
     "agents_md": ("agents_md_schedule", agents_md_job),
     "rate_backfill": ("rate_backfill_schedule", rate_backfill_job),
+    "consolidate": ("consolidate_schedule", consolidate_job),
 }
 
 

@@ -94,7 +94,15 @@ def test_the_purge_job_deletes_only_finished_old_rows(engine: Engine, database_u
 
 
 def test_every_scheduled_job_has_a_setting_and_a_body() -> None:
-    assert set(JOBS) == {"prune", "reconcile", "retry", "purge", "agents_md", "rate_backfill"}
+    assert set(JOBS) == {
+        "prune",
+        "reconcile",
+        "retry",
+        "purge",
+        "agents_md",
+        "rate_backfill",
+        "consolidate",
+    }
     for setting, body in JOBS.values():
         assert setting in Settings.model_fields and callable(body)
 

@@ -99,7 +99,7 @@ def test_scheduler_registers_the_upkeep_jobs(engine: Engine, database_url: str) 
     assert scheduler is not None
     try:
         jobs = {job.id: job for job in scheduler.get_jobs()}
-        assert set(jobs) == {"prune", "reconcile", "retry", "purge", "agents_md"}
+        assert set(jobs) == {"prune", "reconcile", "retry", "purge", "agents_md", "consolidate"}
         assert (
             str(jobs["prune"].trigger)
             == "cron[month='*', day='*', day_of_week='*', hour='4', minute='15']"
