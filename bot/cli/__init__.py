@@ -22,6 +22,12 @@ def _bullets() -> ModuleType:
     return bullets
 
 
+def _consolidate() -> ModuleType:
+    from bot.cli import consolidate
+
+    return consolidate
+
+
 def _database() -> ModuleType:
     from bot.cli import database
 
@@ -32,6 +38,12 @@ def _deliveries() -> ModuleType:
     from bot.cli import deliveries
 
     return deliveries
+
+
+def _embed() -> ModuleType:
+    from bot.cli import embed
+
+    return embed
 
 
 def _experiment() -> ModuleType:
@@ -152,6 +164,16 @@ COMMANDS: dict[str, Lazy] = {
         "config",
         "Show a repository's settings in force, where each comes from, and what is wrong.",
     ),
+    "consolidate": (
+        _consolidate,
+        "consolidate",
+        "Propose merging overlapping lessons in scopes past 75% of their context budget.",
+    ),
+    "consolidations": (
+        _consolidate,
+        "consolidations_group",
+        "Review consolidation proposals: list, show, accept (maybe edited), reject, undo.",
+    ),
     "db": (_database, "db_group", "Manage the database schema."),
     "deliveries": (
         _deliveries,
@@ -177,6 +199,11 @@ COMMANDS: dict[str, Lazy] = {
         _bullets,
         "edit",
         "Change a bullet's text, tags, section, scope or provenance.",
+    ),
+    "embed": (
+        _embed,
+        "embed",
+        "Queue the embedding of active lessons whose embedding is missing or stale (--backfill).",
     ),
     "experiment": (
         _experiment,

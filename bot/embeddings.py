@@ -1,0 +1,305 @@
+"""Embeddings from the model endpoint: lessons embedded by worker jobs, the ticket's at search.
+
+A lesson's embedding is computed by a model job (source "playbook", event "model.embed", one
+delivery id per lesson and text), queued in the writer's transaction when an active lesson is
+created or changed, never inside a request. The ticket's embedding is one call with a short
+timeout and no retry; whatever goes wrong, the search gets no vector and a one-line reason,
+and ranks by text alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bot import metrics, model_client
+from bot.model_client import Answer, ModelError, Usage
+from bot.outcomes import Deferred, PermanentError, Transient
+from playbook import clock, db, model_usage
+from playbook.deliveries import inbox
+from playbook.lessons import lifecycle
+from playbook.search import retrieval, vectors
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+    from sqlalchemy.orm import Session
+
+    from bot.config import Settings
+    from bot.services import Services
+    from playbook.models import Bullet
+
+log = logging.getLogger(__name__)
+
+SOURCE = inbox.JOB_SOURCE
+EMBED = f"{inbox.MODEL_EVENT_PREFIX}embed"
+PURPOSE = "embedding"
+# A ticket's text sent for its embedding is cut here: embedding models read a few hundred
+# tokens at most (MiniLM 256, OpenAI's 8,191), and a longer text only costs time.
+MAX_QUERY_CHARS = 4_000
+# A 429 without Retry-After waits this long before the job is tried again.
+RATE_LIMIT_WAIT = timedelta(minutes=1)
+NOT_CONFIGURED = (
+    "no embedding model is set: set PLAYBOOK_EMBEDDING_MODEL and PLAYBOOK_MODEL_BASE_URL"
+)
+# The setting to change for each failure no retry can cure, as a dead job's reason says it.
+_FIXES = {
+    "auth": "check PLAYBOOK_MODEL_API_KEY",
+    "not_found": "set PLAYBOOK_EMBEDDING_MODEL to an embedding model the endpoint serves",
+    "bad_answer": "set PLAYBOOK_EMBEDDING_MODEL to an embedding model the endpoint serves",
+    "bad_request": "check PLAYBOOK_MODEL_BASE_URL and PLAYBOOK_EMBEDDING_MODEL",
+}
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """Vectors for the texts asked about, in their order, with what they cost."""
+
+    vectors: list[np.ndarray]
+    usage: Usage
+    latency_s: float
+    model: str
+
+
+def embed_id(bullet_id: str, hashed: str) -> str:
+    """The delivery id of a lesson's embedding job: one per lesson and text."""
+    return f"embed:{bullet_id}:{hashed[:16]}"
+
+
+def make_client(settings: Settings, timeout: float) -> OpenAI:
+    """A client for the endpoint of ``settings`` that gives up after ``timeout`` s, no retry."""
+    return model_client.make_client(settings.model_base_url or "", settings.model_key, timeout)
+
+
+def embed(client: OpenAI, model: str, texts: Sequence[str]) -> Embedded:
+    """One embeddings request for ``texts``; raises ModelError (its usage counts the call)."""
+    from openai import OpenAIError
+
+    started = time.monotonic()
+    try:
+        # "float": the client would ask for base64 and decode it itself, which some
+        # compatible servers do not speak; floats every one of them does.
+        response: Any = client.embeddings.create(
+            model=model, input=list(texts), encoding_format="float"
+        )
+    except OpenAIError as error:
+        # The chat client's reading of the failure: the same reasons, the key never shown.
+        typed = model_client._model_error(error, client)
+        raise ModelError(
+            typed.reason,
+            typed.detail,
+            retry_after=typed.retry_after,
+            usage=Usage(calls=1),
+            latency_s=time.monotonic() - started,
+        ) from None
+    latency = time.monotonic() - started
+    usage = getattr(response, "usage", None)
+    spent = Usage(1, int(getattr(usage, "prompt_tokens", 0) or 0), 0)
+    try:
+        found = _vectors(response, len(texts))
+    except ValueError as problem:
+        raise ModelError(
+            "bad_answer", f"not embeddings: {problem}", usage=spent, latency_s=latency
+        ) from None
+    return Embedded(found, spent, latency, getattr(response, "model", None) or model)
+
+
+def _vectors(response: Any, count: int) -> list[np.ndarray]:
+    """The answer's vectors in the order asked; ValueError naming what is wrong with it."""
+    data = getattr(response, "data", None)
+    if not isinstance(data, list):
+        # A proxy's page or a wrong path answered 200: the client hands back text.
+        raise ValueError("the answer has no list of embeddings")
+    if len(data) != count:
+        raise ValueError(f"{len(data)} embeddings for {count} texts")
+    by_index: dict[int, np.ndarray] = {}
+    for position, item in enumerate(data):
+        index = getattr(item, "index", position)
+        values = getattr(item, "embedding", None)
+        if not isinstance(index, int) or not 0 <= index < count or index in by_index:
+            raise ValueError("the embeddings' indexes do not match the texts")
+        if not isinstance(values, list) or not values:
+            raise ValueError("an embedding is not a list of numbers")
+        if not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+            raise ValueError("an embedding holds something other than finite numbers")
+        by_index[index] = np.asarray(values, dtype=np.float32)
+    dims = {len(v) for v in by_index.values()}
+    if len(dims) > 1:
+        raise ValueError(f"embeddings of different lengths ({', '.join(map(str, sorted(dims)))})")
+    return [by_index[i] for i in range(count)]
+
+
+def query_embedder(settings: Settings) -> Callable[[str], retrieval.QueryEmbedding]:
+    """The search's hook: a ticket's text to its vector, or no vector and why; never raises.
+
+    One request with PLAYBOOK_EMBEDDING_TIMEOUT_SECONDS and no retry: a search waits for
+    nothing longer. The client is made on first use (importing ``openai`` takes a while).
+    """
+    model = settings.embedding_model or ""
+    timeout = settings.embedding_timeout_seconds
+    made: list[OpenAI] = []
+    lock = threading.Lock()
+
+    def client() -> OpenAI:
+        with lock:
+            if not made:
+                made.append(make_client(settings, timeout))
+            return made[0]
+
+    def embed_query(text: str) -> retrieval.QueryEmbedding:
+        started = time.monotonic()
+        try:
+            got = embed(client(), model, [text[:MAX_QUERY_CHARS] or " "])
+        except ModelError as error:
+            metrics.model_call(PURPOSE, error)
+            why = f"the embedding endpoint failed ({error})"
+            if error.reason == "timeout":
+                why += "; PLAYBOOK_EMBEDDING_TIMEOUT_SECONDS sets how long a search waits"
+            return retrieval.QueryEmbedding(None, model, why)
+        except Exception as error:  # the search must answer, whatever the client does
+            log.warning("the query embedding failed: %s", type(error).__name__)
+            why = f"the embedding endpoint failed ({type(error).__name__})"
+            return retrieval.QueryEmbedding(None, model, why)
+        metrics.model_call(PURPOSE, _answer(got))
+        log.debug("query embedded in %.3fs", time.monotonic() - started)
+        return retrieval.QueryEmbedding(got.vectors[0], model, None)
+
+    return embed_query
+
+
+def _answer(got: Embedded) -> Answer[Any]:
+    """An embeddings answer as the metrics count model answers."""
+    return Answer(value=None, usage=got.usage, latency_s=got.latency_s, model=got.model)
+
+
+# What this process is set to embed with (None: embeddings off). The listener is registered
+# once and reads this, so building services again never registers it twice.
+_active: dict[str, Any] = {"model": None, "key": None}
+_install_lock = threading.Lock()
+
+
+def install(settings: Settings) -> None:
+    """Set the search's query hook, the rerank's settings and the embedding-job listener.
+
+    Without an embedding model, the hook is removed and no job is queued: the search ranks by
+    text alone. Installing the same settings again keeps the hook (and its client).
+    """
+    with _install_lock:
+        if not settings.embeddings_enabled:
+            _active.update(model=None, key=None)
+            retrieval.query_embedder = None
+            return
+        key = (
+            settings.model_base_url,
+            settings.model_key,
+            settings.embedding_model,
+            settings.embedding_timeout_seconds,
+        )
+        if _active["key"] != key or retrieval.query_embedder is None:
+            retrieval.query_embedder = query_embedder(settings)
+        _active.update(model=settings.embedding_model, key=key)
+        retrieval.rerank_config = rerank_config(settings)
+        if _queue_on_change not in lifecycle.change_listeners:
+            lifecycle.change_listeners.append(_queue_on_change)
+
+
+def rerank_config(settings: Settings) -> Any:
+    """The rerank's candidates and similarity weight from the settings (unset: the default)."""
+    default = retrieval.rerank_config
+    weight = settings.rerank_similarity_weight
+    return type(default)(
+        candidates=settings.rerank_candidates,
+        weight=default.weight if weight is None else weight,
+    )
+
+
+def _queue_on_change(session: Session, bullet: Bullet) -> None:
+    """An active lesson whose embedding is not current gets its job, in the change's
+    transaction (so a rolled-back edit queues nothing)."""
+    model = _active["model"]
+    if model is None or bullet.status != "active":
+        return
+    if vectors.current(session, bullet.id, model):
+        return
+    queue(session, bullet.id, bullet.text)
+
+
+def queue(session: Session, bullet_id: str, text: str) -> bool:
+    """Queue the embedding job of a lesson's text; False if it already waits for a worker.
+
+    A finished job of the same text is run again (the text came back after an edit, or the
+    model changed): the job itself skips a lesson whose embedding is current.
+    """
+    hashed = vectors.text_hash(text)
+    return inbox.enqueue(
+        session,
+        source=SOURCE,
+        event=EMBED,
+        delivery_id=embed_id(bullet_id, hashed),
+        payload=json.dumps({"bullet": bullet_id, "text_hash": hashed}),
+    )
+
+
+def ask(services: Services, texts: Sequence[str]) -> Embedded:
+    """Embed ``texts`` for a job within today's budget; a failure says how the job ends.
+
+    Over budget: deferred to the next UTC day. 429: deferred until its Retry-After. Timeout
+    or down: Transient. A refused key, an unknown model, an answer that is not embeddings:
+    PermanentError naming the setting to fix. Every request counts against the budget.
+    """
+    settings = services.settings
+    now = clock.now()
+    with db.transaction(services.engine) as session:
+        spent = model_usage.over_budget(
+            session,
+            now,
+            daily_calls=settings.model_daily_calls,
+            daily_tokens=settings.model_daily_tokens,
+        )
+    if spent:
+        raise Deferred(f"{spent}; waiting for the next UTC day", model_usage.next_day(now))
+    client = make_client(settings, settings.model_timeout_seconds)
+    try:
+        got = embed(client, settings.embedding_model or "", texts)
+    except ModelError as error:
+        _count(services, error.usage, failed=True)
+        metrics.model_call(PURPOSE, error)
+        raise ending(error) from None
+    _count(services, got.usage, failed=False)
+    metrics.model_call(PURPOSE, _answer(got))
+    return got
+
+
+def _count(services: Services, usage: Usage, *, failed: bool) -> None:
+    with db.transaction(services.engine) as session:
+        model_usage.add(
+            session,
+            model_usage.day_of(clock.now()),
+            calls=usage.calls,
+            tokens=usage.total_tokens,
+            failures=1 if failed else 0,
+        )
+
+
+def ending(error: ModelError) -> Exception:
+    """How a failed embeddings call ends the job's attempt (see `ask`)."""
+    said = f"embedding endpoint: {error}"
+    if error.reason == "rate_limited":
+        wait = (
+            timedelta(seconds=error.retry_after)
+            if error.retry_after is not None
+            else RATE_LIMIT_WAIT
+        )
+        return Deferred(said, clock.now() + max(wait, timedelta(seconds=1)))
+    if error.transient:
+        return Transient(said)
+    fix = _FIXES.get(error.reason, "fix it")
+    return PermanentError(f"{said}; {fix}, then `playbook-bot deliveries replay` this job")
