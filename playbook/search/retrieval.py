@@ -20,7 +20,8 @@ from playbook import clock
 from playbook.errors import InvalidInput
 from playbook.models import Bullet, Retrieval
 from playbook.outcomes import usage
-from playbook.search import ranking
+from playbook.search import ranking, rerank, vectors
+from playbook.search.rerank import QueryEmbedding, RerankConfig
 from playbook.search.sync import PROPOSED, SyncedIndex
 from playbook.search.text import Ticket, query_tokens, synthesize_query
 
@@ -38,6 +39,11 @@ HELD_OUT = "held_out"
 # Told the consumer and the seconds of each search. The service's metrics listen here, so
 # the domain stays free of any metrics library.
 search_listeners: list[Callable[[str, float], None]] = []
+# The semantic rerank: set by the bot when an embedding model is configured. Called with the
+# ticket's searched text; it answers in its own short time, with no vector and a reason when
+# the endpoint is slow or down. None (the default): searches rank by text alone.
+query_embedder: Callable[[str], QueryEmbedding] | None = None
+rerank_config = RerankConfig()
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,11 @@ class Hit:
     rating_multiplier: float = 1.0
     ratings: int = 0
     rating_mean: float | None = None
+    # With the semantic rerank: the cosine with the ticket (None: no usable embedding), the
+    # place in the text ranking (None: found by similarity only) and the blended score.
+    similarity: float | None = None
+    text_rank: int | None = None
+    blended: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,9 @@ class SearchResult:
     query_id: str
     hits: list[Hit] = field(default_factory=list)
     query: str = ""
+    # "off" (no embedder), "used", or "fallback" (ranked by text; `rerank_reason` says why).
+    rerank: str = rerank.OFF
+    rerank_reason: str | None = None
 
 
 class AllScopes:
@@ -85,6 +99,7 @@ def forget_shared() -> None:
     """Drop every process-wide index: for when a database was emptied or restored under it."""
     with _SHARED_LOCK:
         _SHARED.clear()
+    vectors.forget_shared()
 
 
 class Retriever(SyncedIndex):
@@ -117,9 +132,11 @@ class Retriever(SyncedIndex):
     ) -> SearchResult:
         """Rank the active lessons in the ticket's scope (and global) for ``ticket``.
 
-        Only lessons sharing a word with the ticket are ranked: one that shares none is never
-        shown, whatever its ratings. With ``record``, every lesson shown is a ``loaded`` event
-        for the ticket, once per ticket and lesson (once per query id without a ticket key).
+        Only lessons sharing a word with the ticket are ranked, unless the semantic rerank is
+        on (`query_embedder`): then the lessons most like the ticket by embedding join the
+        text ranking's first candidates, ranked by a blend of both. With ``record``, every
+        lesson shown is a ``loaded`` event for the ticket, once per ticket and lesson (once per
+        query id without a ticket key).
         ``source`` is the agent that named the ticket: its loads weigh as its reports do.
         """
         if rank_by not in ranking.RANK_MODES:
@@ -138,7 +155,16 @@ class Retriever(SyncedIndex):
             allowed = {"global", *([ticket.scope] if ticket.scope else [])}
         tokens = query_tokens(ticket)
         query_id = query_id or uuid.uuid4().hex
-        hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
+        embedding, reason = rerank.embed(query_embedder, synthesize_query(ticket))
+        used = rerank.OFF if query_embedder is None else rerank.FALLBACK
+        if embedding is not None:
+            try:
+                hits = self._reranked(session, tokens, allowed, k, rank_by, max_chars, embedding)
+                used = rerank.USED
+            except rerank.NoRerank as error:
+                reason = str(error)
+        if used != rerank.USED:
+            hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
         if record:
             # An agent's or the command line's text for the ticket, not the ticket's own summary:
             # kept as the text searched, but not as its title.
@@ -166,7 +192,13 @@ class Retriever(SyncedIndex):
         elapsed = time.perf_counter() - started
         for listener in search_listeners:
             listener(consumer, elapsed)
-        return SearchResult(query_id=query_id, hits=hits, query=" ".join(tokens))
+        return SearchResult(
+            query_id=query_id,
+            hits=hits,
+            query=" ".join(tokens),
+            rerank=used,
+            rerank_reason=reason,
+        )
 
     def _rank(
         self,
@@ -177,6 +209,56 @@ class Retriever(SyncedIndex):
         rank_by: str,
         max_chars: int | None,
     ) -> list[Hit]:
+        return _hits(self._ordered(session, tokens, scopes, k, rank_by, max_chars), k, max_chars)
+
+    def _reranked(
+        self,
+        session: Session,
+        tokens: list[str],
+        scopes: set[str],
+        k: int,
+        rank_by: str,
+        max_chars: int | None,
+        embedding: QueryEmbedding,
+    ) -> list[Hit]:
+        """The text ranking's first candidates and the nearest by embedding, blended."""
+        n = max(rerank_config.candidates, k)
+        index = vectors.VectorIndex.shared(session)
+        index.sync(session, embedding.model)
+        if not len(index):
+            model = embedding.model
+            raise rerank.NoRerank(f"no lesson has an embedding by {model} yet; ranked by text")
+        try:
+            nearest = index.top(embedding.vector, n, scopes=scopes)
+            # A lesson found by similarity alone must be like the ticket at all: otherwise a
+            # ticket nothing fits would still be shown k lessons.
+            similar = {i: s for i, s in nearest if s > rerank_config.min_similarity}
+            text = self._ordered(session, tokens, scopes, n, rank_by, None)[:n]
+            similar.update(index.cosines(embedding.vector, [s.bullet_id for s in text]))
+        except vectors.DimensionMismatch as error:
+            raise rerank.NoRerank(f"{error}; ranked by text") from error
+        order = rerank.blend(
+            [s.bullet_id for s in text], similar, weight=rerank_config.weight, candidates=n
+        )
+        # The lessons found by similarity only, scored as the text ranking scores a lesson
+        # (their counters and confidence still show); a lesson no longer active drops out.
+        known = {s.bullet_id for s in text}
+        extra = [(b.bullet_id, 0.0) for b in order if b.bullet_id not in known]
+        now = clock.now()
+        by_id = {s.bullet_id: s for s in text + self._score(session, extra, rank_by, now, True)}
+        ranked = [(by_id[b.bullet_id], b) for b in order if b.bullet_id in by_id]
+        return _hits([s for s, _ in ranked], k, max_chars, {b.bullet_id: b for _, b in ranked})
+
+    def _ordered(
+        self,
+        session: Session,
+        tokens: list[str],
+        scopes: set[str],
+        k: int,
+        rank_by: str,
+        max_chars: int | None,
+    ) -> list[_Scored]:
+        """The candidates by text, best first: at least the first ``k`` in their right order."""
         wanted = max(k * 4, 20) if rank_by in ("feedback", "bm25") else POOL
         if max_chars is not None:
             wanted *= 2  # the budget may skip long lessons
@@ -184,7 +266,7 @@ class Retriever(SyncedIndex):
         if rank_by != "feedback":
             with self._lock:
                 matches = self._index.search(tokens, k=wanted, scopes=scopes)
-            return _hits(self._score(session, matches, rank_by, now), k, max_chars)
+            return self._score(session, matches, rank_by, now)
         weigh = _freshness_at(now)
         moved: set[str] | None = None
         while True:
@@ -192,7 +274,7 @@ class Retriever(SyncedIndex):
                 ranked = self._index.ranked(tokens, wanted, scopes, weigh=weigh)
             matches = [(bullet_id, bm25) for bullet_id, bm25, _ in ranked]
             if len(ranked) < wanted:  # every match is here
-                return _hits(self._score(session, matches, rank_by, now), k, max_chars)
+                return self._score(session, matches, rank_by, now)
             # The index orders by BM25 times freshness since each lesson's last change, which
             # is a lesson's whole score unless a cite has refreshed it since or its ratings
             # raise it. Score those lessons wherever they rank; then no unfetched lesson can
@@ -205,7 +287,7 @@ class Retriever(SyncedIndex):
             scored = self._score(session, matches + sorted(extra.items()), rank_by, now)
             weakest = ranked[-1][2]
             if len(scored) >= k and 0 <= weakest <= scored[k - 1].score:
-                return _hits(scored, k, max_chars)
+                return scored
             wanted *= 4
 
     def _moved(self, session: Session, scopes: set[str]) -> set[str]:
@@ -226,7 +308,12 @@ class Retriever(SyncedIndex):
         return moved | {row.id for row in rated if row.status == "active" and row.scope in scopes}
 
     def _score(
-        self, session: Session, matches: list[tuple[str, float]], rank_by: str, now: datetime
+        self,
+        session: Session,
+        matches: list[tuple[str, float]],
+        rank_by: str,
+        now: datetime,
+        unmatched: bool = False,
     ) -> list[_Scored]:
         if not matches:
             return []
@@ -245,7 +332,7 @@ class Retriever(SyncedIndex):
         scored = []
         for bullet_id, bm25 in matches:
             row = rows.get(bullet_id)
-            if row is None or row.status != "active" or bm25 <= 0:
+            if row is None or row.status != "active" or (bm25 <= 0 and not unmatched):
                 continue  # changed since the last sync (the next sync drops it), or no match
             rated = ranking.rating_multiplier(row.ratings, row.rating_sum)
             multiplier = ranking.feedback_multiplier(row.cites_success, row.cites_failure) * rated
@@ -335,7 +422,12 @@ def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarra
     )
 
 
-def _hits(scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
+def _hits(
+    scored: list[_Scored],
+    k: int,
+    max_chars: int | None,
+    blended: dict[str, rerank.Blended] | None = None,
+) -> list[Hit]:
     """The first ``k`` candidates whose texts fit in ``max_chars`` together, as ranked hits."""
     hits: list[Hit] = []
     used = 0
@@ -347,6 +439,7 @@ def _hits(scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
         if max_chars is not None and used + len(bullet.text) > max_chars:
             continue
         used += len(bullet.text)
+        place = (blended or {}).get(bullet.id)
         hits.append(
             Hit(
                 bullet_id=bullet.id,
@@ -366,6 +459,9 @@ def _hits(scored: list[_Scored], k: int, max_chars: int | None) -> list[Hit]:
                 rating_multiplier=item.rating_multiplier,
                 ratings=bullet.ratings,
                 rating_mean=bullet.rating_sum / bullet.ratings if bullet.ratings else None,
+                similarity=place.similarity if place else None,
+                text_rank=place.text_rank if place else None,
+                blended=place.blended if place else None,
             )
         )
     return hits
