@@ -16,15 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bot import metrics, model_client
 from bot.model_client import Answer, ModelError, Usage
-from bot.outcomes import Deferred, PermanentError, Transient
-from playbook import clock, db, model_usage
 from playbook.deliveries import inbox
 from playbook.lessons import lifecycle
 from playbook.search import retrieval, vectors
@@ -34,7 +31,6 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from bot.config import Settings
-    from bot.services import Services
     from playbook.models import Bullet
 
 log = logging.getLogger(__name__)
@@ -45,18 +41,9 @@ PURPOSE = "embedding"
 # A ticket's text sent for its embedding is cut here: embedding models read a few hundred
 # tokens at most (MiniLM 256, OpenAI's 8,191), and a longer text only costs time.
 MAX_QUERY_CHARS = 4_000
-# A 429 without Retry-After waits this long before the job is tried again.
-RATE_LIMIT_WAIT = timedelta(minutes=1)
 NOT_CONFIGURED = (
     "no embedding model is set: set PLAYBOOK_EMBEDDING_MODEL and PLAYBOOK_MODEL_BASE_URL"
 )
-# The setting to change for each failure no retry can cure, as a dead job's reason says it.
-_FIXES = {
-    "auth": "check PLAYBOOK_MODEL_API_KEY",
-    "not_found": "set PLAYBOOK_EMBEDDING_MODEL to an embedding model the endpoint serves",
-    "bad_answer": "set PLAYBOOK_EMBEDDING_MODEL to an embedding model the endpoint serves",
-    "bad_request": "check PLAYBOOK_MODEL_BASE_URL and PLAYBOOK_EMBEDDING_MODEL",
-}
 
 
 @dataclass(frozen=True)
@@ -168,14 +155,14 @@ def query_embedder(settings: Settings) -> Callable[[str], retrieval.QueryEmbeddi
             log.warning("the query embedding failed: %s", type(error).__name__)
             why = f"the embedding endpoint failed ({type(error).__name__})"
             return retrieval.QueryEmbedding(None, model, why)
-        metrics.model_call(PURPOSE, _answer(got))
+        metrics.model_call(PURPOSE, as_answer(got))
         log.debug("query embedded in %.3fs", time.monotonic() - started)
         return retrieval.QueryEmbedding(got.vectors[0], model, None)
 
     return embed_query
 
 
-def _answer(got: Embedded) -> Answer[Any]:
+def as_answer(got: Embedded) -> Answer[Any]:
     """An embeddings answer as the metrics count model answers."""
     return Answer(value=None, usage=got.usage, latency_s=got.latency_s, model=got.model)
 
@@ -246,60 +233,3 @@ def queue(session: Session, bullet_id: str, text: str) -> bool:
         delivery_id=embed_id(bullet_id, hashed),
         payload=json.dumps({"bullet": bullet_id, "text_hash": hashed}),
     )
-
-
-def ask(services: Services, texts: Sequence[str]) -> Embedded:
-    """Embed ``texts`` for a job within today's budget; a failure says how the job ends.
-
-    Over budget: deferred to the next UTC day. 429: deferred until its Retry-After. Timeout
-    or down: Transient. A refused key, an unknown model, an answer that is not embeddings:
-    PermanentError naming the setting to fix. Every request counts against the budget.
-    """
-    settings = services.settings
-    now = clock.now()
-    with db.transaction(services.engine) as session:
-        spent = model_usage.over_budget(
-            session,
-            now,
-            daily_calls=settings.model_daily_calls,
-            daily_tokens=settings.model_daily_tokens,
-        )
-    if spent:
-        raise Deferred(f"{spent}; waiting for the next UTC day", model_usage.next_day(now))
-    client = make_client(settings, settings.model_timeout_seconds)
-    try:
-        got = embed(client, settings.embedding_model or "", texts)
-    except ModelError as error:
-        _count(services, error.usage, failed=True)
-        metrics.model_call(PURPOSE, error)
-        raise ending(error) from None
-    _count(services, got.usage, failed=False)
-    metrics.model_call(PURPOSE, _answer(got))
-    return got
-
-
-def _count(services: Services, usage: Usage, *, failed: bool) -> None:
-    with db.transaction(services.engine) as session:
-        model_usage.add(
-            session,
-            model_usage.day_of(clock.now()),
-            calls=usage.calls,
-            tokens=usage.total_tokens,
-            failures=1 if failed else 0,
-        )
-
-
-def ending(error: ModelError) -> Exception:
-    """How a failed embeddings call ends the job's attempt (see `ask`)."""
-    said = f"embedding endpoint: {error}"
-    if error.reason == "rate_limited":
-        wait = (
-            timedelta(seconds=error.retry_after)
-            if error.retry_after is not None
-            else RATE_LIMIT_WAIT
-        )
-        return Deferred(said, clock.now() + max(wait, timedelta(seconds=1)))
-    if error.transient:
-        return Transient(said)
-    fix = _FIXES.get(error.reason, "fix it")
-    return PermanentError(f"{said}; {fix}, then `playbook-bot deliveries replay` this job")

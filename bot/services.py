@@ -21,6 +21,11 @@ class Services:
 
     def __post_init__(self) -> None:
         add_secrets(self.settings.secret_values())
+        # The semantic rerank's hook and job listener follow these settings (off without an
+        # embedding model), so every process that builds services searches the same way.
+        from bot import embeddings
+
+        embeddings.install(self.settings)
         if self.effects is None:
             self.effects = LiveEffects(self.settings)
 

@@ -11,6 +11,7 @@ from flask_openapi3 import Info, OpenAPI, SecurityScheme
 from sqlalchemy import Engine, exc
 from werkzeug.exceptions import HTTPException
 
+from bot import embeddings
 from bot.config import Settings
 from bot.logs import add_secrets
 from playbook import db
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # PROMETHEUS_MULTIPROC_DIR before anything imports prometheus_client (metrics does).
     from webhooks import (
         api,
+        api_consolidations,
         api_experiment,
         api_gaps,
         api_proposals,
@@ -70,6 +72,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     settings = settings or Settings()
     add_secrets(settings.secret_values())
+    # The semantic rerank's hook and job listener follow these settings (off without a model).
+    embeddings.install(settings)
     app = _PlaybookOpenAPI(
         __name__,
         info=Info(
@@ -100,6 +104,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     ):
         app.register_blueprint(blueprint)
     app.register_api(api.api)
+    app.register_api(api_consolidations.api)
     app.register_api(api_experiment.api)
     app.register_api(api_gaps.api)
     app.register_api(api_proposals.api)

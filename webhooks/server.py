@@ -103,7 +103,7 @@ class EmbeddedServer:
         engine = self.application.extensions["playbook"].engine
         services = Services(engine=engine, settings=self.settings)
         start_thread(services, self._stop)
-        if self.settings.model_enabled:
+        if self.settings.model_enabled or self.settings.embeddings_enabled:
             # Model jobs on a worker of their own: a slow model never holds up a delivery.
             start_thread(services, self._stop, queue="model")
         self._scheduler = scheduler.start(engine, self.settings)

@@ -292,7 +292,13 @@ class Context:
         """Settings from the environment, read once."""
         from bot.config import Settings
 
-        return Settings()
+        settings = Settings()
+        if settings.embeddings_enabled:
+            # Searches rerank by meaning, and lessons this command writes get their jobs.
+            from bot import embeddings
+
+            embeddings.install(settings)
+        return settings
 
     @property
     def actor(self) -> str:

@@ -11,7 +11,7 @@ from playbook import clock
 from playbook.experiment import holdout
 from playbook.repos import stored
 from playbook.search.ranking import RANK_MODES
-from playbook.search.retrieval import Hit, Retriever
+from playbook.search.retrieval import Hit, Retriever, SearchResult
 from playbook.search.text import Ticket
 
 
@@ -23,6 +23,31 @@ def rating_part(hit: Hit) -> str:
     return (
         f"ratings x{hit.rating_multiplier:.2f} ({hit.ratings} {many}, mean {hit.rating_mean:+.2f})"
     )
+
+
+def rerank_part(hit: Hit) -> str:
+    """Where the semantic rerank placed a hit, e.g. ``similarity 0.812, text rank 3 -> 1``."""
+    similarity = (
+        f"similarity {hit.similarity:.3f}"
+        if hit.similarity is not None
+        else "similarity - (no current embedding: median of the others)"
+    )
+    text = (
+        f"text rank {hit.text_rank}"
+        if hit.text_rank is not None
+        else "no text rank (found by similarity)"
+    )
+    blended = f", blended {hit.blended:.3f}" if hit.blended is not None else ""
+    return f"{similarity}, {text}{blended} -> rank {hit.rank}"
+
+
+def rerank_line(result: SearchResult) -> str:
+    """What the semantic rerank did for this search, and why when it did not."""
+    if result.rerank == "used":
+        return "rerank: used (text rank blended with the ticket's embedding similarity)"
+    if result.rerank == "fallback":
+        return f"rerank: fell back to the text ranking: {result.rerank_reason or 'no reason given'}"
+    return "rerank: off (PLAYBOOK_EMBEDDING_MODEL is not set); ranked by text"
 
 
 @click.command()
@@ -99,6 +124,8 @@ def search(
             {
                 "query_id": result.query_id,
                 "recorded": record,
+                "rerank": result.rerank,
+                "rerank_reason": result.rerank_reason,
                 "results": [
                     {
                         "rank": hit.rank,
@@ -119,6 +146,9 @@ def search(
                             "rating_mean": (
                                 round(hit.rating_mean, 6) if hit.rating_mean is not None else None
                             ),
+                            "similarity": _rounded(hit.similarity),
+                            "text_rank": hit.text_rank,
+                            "blended": _rounded(hit.blended),
                         }
                         if explain
                         else {}
@@ -128,6 +158,8 @@ def search(
             }
         )
         return
+    if explain:
+        click.echo(rerank_line(result))
     if not result.hits:
         note("no active lesson in this scope matches")
         return
@@ -143,5 +175,11 @@ def search(
         click.echo(line + "  " + textwrap.shorten(hit.text, 70, placeholder="..."))
         if explain:
             click.echo(f"{'':>12}{rating_part(hit)}")
+            if result.rerank == "used":
+                click.echo(f"{'':>12}{rerank_part(hit)}")
     if record:
         note(f"recorded {len(result.hits)} loads for {ticket} (query {result.query_id})")
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 6) if value is not None else None

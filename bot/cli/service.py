@@ -70,7 +70,7 @@ def worker(ctx: Context, once: bool) -> None:
         total = 0
         while batch := runner.run_once():
             total += batch
-        if ctx.settings.model_enabled:
+        if ctx.settings.model_enabled or ctx.settings.embeddings_enabled:
             jobs = Worker(services, queue="model")
             while batch := jobs.run_once():
                 total += batch
@@ -83,8 +83,9 @@ def worker(ctx: Context, once: bool) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     schedule = scheduler.start(ctx.engine, ctx.settings)
-    if ctx.settings.model_enabled:
-        # Model jobs on a worker thread of their own: a slow model never holds up a delivery.
+    if ctx.settings.model_enabled or ctx.settings.embeddings_enabled:
+        # Model jobs (embeddings too) on a worker thread of their own: a slow model never holds
+        # up a delivery.
         start_thread(services, stop, queue="model")
     try:
         runner.run(stop)

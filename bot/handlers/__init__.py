@@ -2,6 +2,7 @@
 
 from bot.handlers import (
     commands,
+    embed_jobs,
     installations,
     model_jobs,
     pull_requests,
@@ -21,6 +22,7 @@ router = Router(
     retrieve_and_comment.router,
     reposts.router,
     model_jobs.router,
+    embed_jobs.router,
     settings_files.router,
     rule_files.router,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "Ignored",
     "PermanentError",
     "commands",
+    "embed_jobs",
     "installations",
     "model_jobs",
     "pull_requests",
