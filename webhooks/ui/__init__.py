@@ -18,7 +18,7 @@ def _settings() -> Settings:
 
 def _blueprint() -> Blueprint:
     """The /ui routes, all in one list: what the page can do is read here."""
-    from webhooks.ui import deliveries, lessons, login, proposal_batches, stats
+    from webhooks.ui import consolidations, deliveries, lessons, login, proposal_batches, stats
 
     read = access.reader(_settings)
     write = access.maintainer
@@ -38,6 +38,24 @@ def _blueprint() -> Blueprint:
         ("/proposals", "proposals", read(proposal_batches.proposals), ("GET",)),
         ("/proposals/approve", "approve_all", write(proposal_batches.approve_all), ("POST",)),
         ("/proposals/reject", "reject_all", write(proposal_batches.reject_all), ("POST",)),
+        (
+            "/consolidations/<consolidation_id>/accept",
+            "accept_consolidation",
+            write(consolidations.accept),
+            ("POST",),
+        ),
+        (
+            "/consolidations/<consolidation_id>/reject",
+            "reject_consolidation",
+            write(consolidations.reject),
+            ("POST",),
+        ),
+        (
+            "/consolidations/<consolidation_id>/undo",
+            "undo_consolidation",
+            write(consolidations.undo),
+            ("POST",),
+        ),
         ("/stats", "stats", read(stats.stats), ("GET",)),
         # Deliveries hold payloads from private repositories and tracebacks: never public.
         ("/deliveries", "deliveries", write(deliveries.deliveries), ("GET",)),

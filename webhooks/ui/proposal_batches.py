@@ -12,7 +12,7 @@ from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import fields
 from playbook.reviews import batches
 from webhooks.runtime import runtime
-from webhooks.ui import access
+from webhooks.ui import access, consolidations
 
 # A batch key is `owner/repo#n`: anything longer is not one.
 KEY_CHARS = 300
@@ -27,6 +27,7 @@ def proposals() -> str:
             batches=found,
             review=batches.is_review,
             count=sum(len(batch.proposals) for batch in found),
+            **consolidations.section(session),
         )
 
 
