@@ -27,6 +27,7 @@ from playbook.outcomes import usage
 from playbook.repos import stored
 from playbook.scopes import View
 from playbook.search import ranking
+from playbook.search.rerank_fields import RerankedAnswer, RerankedLesson
 from playbook.search.retrieval import ALL_SCOPES, Retriever
 from playbook.search.text import Ticket
 
@@ -166,7 +167,7 @@ class LessonDetail(Lesson):
     )
 
 
-class Hit(BaseModel):
+class Hit(RerankedLesson):
     """One lesson of a search, ranked as the bot ranks lessons for a ticket."""
 
     rank: int
@@ -178,7 +179,7 @@ class Hit(BaseModel):
     confidence: float
 
 
-class SearchAnswer(BaseModel):
+class SearchAnswer(RerankedAnswer):
     """The lessons that fit a task; cite their ids in the PR body to close the loop."""
 
     query_id: str
@@ -391,9 +392,13 @@ def search(
                 scope=hit.scope,
                 score=round(hit.score, 6),
                 confidence=round(hit.confidence, 6),
+                similarity=hit.similarity,
+                text_rank=hit.text_rank,
             )
             for hit in result.hits
         ],
+        rerank=result.rerank,
+        rerank_reason=result.rerank_reason,
     )
 
 

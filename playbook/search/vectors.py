@@ -86,11 +86,13 @@ def stale(session: Session, model: str, *, limit: int | None = None) -> list[tup
         .execution_options(yield_per=LOAD_BATCH)
     )
     found: list[tuple[str, str]] = []
-    for bullet_id, text, stored_model, stored_hash in session.execute(query):
-        if stored_model != model or stored_hash != text_hash(text):
-            found.append((bullet_id, text))
-            if limit is not None and len(found) >= limit:
-                break
+    # Closed when done: stopping at ``limit`` leaves PostgreSQL's streaming cursor open.
+    with session.execute(query) as rows:
+        for bullet_id, text, stored_model, stored_hash in rows:
+            if stored_model != model or stored_hash != text_hash(text):
+                found.append((bullet_id, text))
+                if limit is not None and len(found) >= limit:
+                    break
     return found
 
 
