@@ -72,6 +72,9 @@ class PackagedModel:
         self.tokenizer.no_padding()
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
+        # Threads that wait instead of spinning: on a machine shared with other work, spinning
+        # burns the cores the model needs.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if threads:
             options.intra_op_num_threads = threads
         self.session = onnxruntime.InferenceSession(
