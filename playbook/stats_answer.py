@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from playbook import upkeep
+from playbook.consolidation import budget
 
 if TYPE_CHECKING:
     from playbook.agents import Caller
@@ -81,6 +83,19 @@ class Demoted(BaseModel):
     learned_from: str | None
 
 
+class ScopeBudget(BaseModel):
+    """A scope's active lessons against its context budget (what an agent's context gives it)."""
+
+    scope: str
+    lessons: int
+    chars: int = Field(description="Characters of the scope's active lessons.")
+    budget: int = Field(description="The scope's context budget in characters.")
+    share: float = Field(description="chars / budget.")
+    over: bool = Field(
+        description="Past 75% of the budget: the scheduled run proposes consolidations."
+    )
+
+
 class Stats(BaseModel):
     """How the playbook is doing (the `playbook-bot stats` report).
 
@@ -103,6 +118,10 @@ class Stats(BaseModel):
         "interval of their effect on the merge rate below zero. `prune --apply` deprecates them.",
     )
     recently_demoted: list[Demoted]
+    scopes: list[ScopeBudget] = Field(
+        default_factory=list,
+        description="Each scope's size against its context budget, by scope.",
+    )
 
 
 class MeasuredHarmful(BaseModel):
@@ -114,11 +133,40 @@ class MeasuredHarmful(BaseModel):
     ci: list[float]
 
 
-def stats(session: Session, caller: Caller, effect_min_tickets: int = 20) -> Stats:
-    """How the playbook is doing, as far as ``caller`` may see (the `playbook-bot stats` report)."""
-    return Stats.model_validate(
-        upkeep.stats(session, view=caller.view, effect_min_tickets=effect_min_tickets)
-    )
+def stats(
+    session: Session,
+    caller: Caller,
+    effect_min_tickets: int = 20,
+    budget_for: Callable[[str], int] | None = None,
+) -> Stats:
+    """How the playbook is doing, as far as ``caller`` may see (the `playbook-bot stats` report).
+
+    With ``budget_for`` (a scope's context budget), each scope the caller sees is sized
+    against it.
+    """
+    report = upkeep.stats(session, view=caller.view, effect_min_tickets=effect_min_tickets)
+    if budget_for is not None:
+        view = caller.view
+        report["scopes"] = [
+            s for s in scope_budgets(session, budget_for) if view.sees_scope(s["scope"])
+        ]
+    return Stats.model_validate(report)
+
+
+def scope_budgets(session: Session, budget_for: Callable[[str], int]) -> list[dict[str, object]]:
+    """Each scope with active lessons: its lessons, characters, budget, share and whether it is
+    past the threshold, by scope."""
+    return [
+        {
+            "scope": size.scope,
+            "lessons": size.lessons,
+            "chars": size.chars,
+            "budget": size.budget,
+            "share": round(size.share, 4),
+            "over": size.over,
+        }
+        for size in sorted(budget.scope_sizes(session, budget_for), key=lambda s: s.scope)
+    ]
 
 
 # The name the HTTP edge uses, where `stats` is its route's own name.

@@ -16,6 +16,7 @@ from flask_openapi3 import Tag
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from bot import callers, write_limits
+from bot.consolidate import budget_for
 from playbook import agents, db
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
 from playbook.lessons import characters, fields, lifecycle
@@ -404,13 +405,15 @@ def _change(action: Callable[..., agents.Change], path: LessonPath, reason: str 
 
 @api.get("/stats", tags=[lessons_tag], summary="Playbook statistics", responses={200: Stats})
 def stats() -> Response:
-    """Lessons by status and scope, loads, cites, outcomes, coverage and cite rate.
+    """Lessons by status and scope, loads, cites, outcomes, coverage and cite rate, and each
+    scope's size against its context budget.
 
     An agent token bound to a scope gets the report of what it may read: its scope's and
     the global lessons, their usage in its own work, and searches for its tickets.
     """
+    budgets = budget_for(runtime())
     with db.transaction(runtime().engine) as session:
-        report = stats_of(session, _caller(), runtime().settings.effect_min_tickets)
+        report = stats_of(session, _caller(), runtime().settings.effect_min_tickets, budgets)
     return _json(report)
 
 

@@ -61,6 +61,8 @@ def format_stats(report: dict[str, Any]) -> str:
             f"(95% CI {100 * h['ci'][0]:+.0f} to {100 * h['ci'][1]:+.0f}) {h['text'][:60]}"
             for h in report["measured_harmful"]
         )
+    if report.get("scopes"):
+        lines.extend(format_scopes(report["scopes"]))
     if report["recently_demoted"]:
         lines.append("demoted in the last 30 days:")
         lines.extend(
@@ -70,13 +72,31 @@ def format_stats(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_scopes(scopes: list[dict[str, Any]]) -> list[str]:
+    """Each scope's size against its context budget, as a small table."""
+    width = max(len("scope"), *(len(s["scope"]) for s in scopes))
+    lines = ["context budget:", f"  {'scope':<{width}}  lessons  chars / budget  share"]
+    for s in scopes:
+        over = "  past 75%: consolidate" if s["over"] else ""
+        lines.append(
+            f"  {s['scope']:<{width}}  {s['lessons']:>7}  {s['chars']:,} / {s['budget']:,}  "
+            f"{s['share']:.0%}{over}"
+        )
+    return lines
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
 def stats(ctx: Context, as_json: bool) -> None:
     """How the playbook is doing: bullets, usage, coverage, best and worst lessons."""
+    from bot.consolidate import budget_for
+    from playbook.stats_answer import scope_budgets
+
+    budgets = budget_for(ctx)
     with ctx.transaction() as session:
         report = upkeep.stats(session, effect_min_tickets=ctx.settings.effect_min_tickets)
+        report["scopes"] = scope_budgets(session, budgets)
     if as_json:
         echo_json(report)
     else:
