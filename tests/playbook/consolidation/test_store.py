@@ -308,3 +308,19 @@ def _no_listeners_left() -> Iterator[None]:
     before = list(lifecycle.change_listeners)
     yield
     assert lifecycle.change_listeners == before
+
+
+def test_a_merged_text_that_duplicates_a_lesson_outside_the_group_is_refused(
+    playbook: Engine, proposals: list[dict]
+) -> None:
+    retry = the(proposals, "pb-6")
+    with transaction(playbook) as session:  # moved in by an edit, which checks no duplicates
+        lifecycle.edit(session, "pb-11", actor="t", scope=SCOPE)
+    with (
+        transaction(playbook) as session,
+        pytest.raises(
+            InvalidTransition, match="nearly duplicates pb-11, which is not in the group"
+        ),
+    ):
+        store.accept(session, retry["id"], actor="alice")
+    assert bullet(playbook, "pb-6").status == "active"
