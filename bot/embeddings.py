@@ -24,7 +24,7 @@ from bot import metrics, model_client
 from bot.model_client import Answer, ModelError, Usage
 from playbook.deliveries import inbox
 from playbook.lessons import lifecycle
-from playbook.search import retrieval, vectors
+from playbook.search import rerank, retrieval, vectors
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -124,7 +124,7 @@ def _vectors(response: Any, count: int) -> list[np.ndarray]:
     return [by_index[i] for i in range(count)]
 
 
-def query_embedder(settings: Settings) -> Callable[[str], retrieval.QueryEmbedding]:
+def query_embedder(settings: Settings) -> Callable[[str], rerank.QueryEmbedding]:
     """The search's hook: a ticket's text to its vector, or no vector and why; never raises.
 
     One request with PLAYBOOK_EMBEDDING_TIMEOUT_SECONDS and no retry: a search waits for
@@ -141,7 +141,7 @@ def query_embedder(settings: Settings) -> Callable[[str], retrieval.QueryEmbeddi
                 made.append(make_client(settings, timeout))
             return made[0]
 
-    def embed_query(text: str) -> retrieval.QueryEmbedding:
+    def embed_query(text: str) -> rerank.QueryEmbedding:
         started = time.monotonic()
         try:
             got = embed(client(), model, [text[:MAX_QUERY_CHARS] or " "])
@@ -150,14 +150,14 @@ def query_embedder(settings: Settings) -> Callable[[str], retrieval.QueryEmbeddi
             why = f"the embedding endpoint failed ({error})"
             if error.reason == "timeout":
                 why += "; PLAYBOOK_EMBEDDING_TIMEOUT_SECONDS sets how long a search waits"
-            return retrieval.QueryEmbedding(None, model, why)
+            return rerank.QueryEmbedding(None, model, why)
         except Exception as error:  # the search must answer, whatever the client does
             log.warning("the query embedding failed: %s", type(error).__name__)
             why = f"the embedding endpoint failed ({type(error).__name__})"
-            return retrieval.QueryEmbedding(None, model, why)
+            return rerank.QueryEmbedding(None, model, why)
         metrics.model_call(PURPOSE, as_answer(got))
         log.debug("query embedded in %.3fs", time.monotonic() - started)
-        return retrieval.QueryEmbedding(got.vectors[0], model, None)
+        return rerank.QueryEmbedding(got.vectors[0], model, None)
 
     return embed_query
 
@@ -173,17 +173,17 @@ _active: dict[str, Any] = {"model": None, "key": None}
 _install_lock = threading.Lock()
 
 
-def install(settings: Settings) -> None:
+def install(settings: Settings, *, warm: bool = True) -> None:
     """Set the search's query hook, the rerank's settings and the embedding-job listener.
 
     Without an embedding model, the hook is removed and no job is queued: the search ranks by
-    text alone. Installing the same settings again keeps the hook (and its client).
+    text alone. Installing the same settings again keeps the hook (and its client). ``warm``
+    imports the endpoint's client in the background (for a long-lived process).
     """
+    if not settings.embeddings_enabled:
+        uninstall()
+        return
     with _install_lock:
-        if not settings.embeddings_enabled:
-            _active.update(model=None, key=None)
-            retrieval.query_embedder = None
-            return
         key = (
             settings.model_base_url,
             settings.model_key,
@@ -192,19 +192,36 @@ def install(settings: Settings) -> None:
         )
         if _active["key"] != key or retrieval.query_embedder is None:
             retrieval.query_embedder = query_embedder(settings)
+            if warm:
+                # `openai` takes from half a second to seconds to import: loaded now, the first
+                # search does not spend its short wait for the ticket's embedding on that.
+                threading.Thread(target=_import_client, name="embeddings-warm", daemon=True).start()
         _active.update(model=settings.embedding_model, key=key)
         retrieval.rerank_config = rerank_config(settings)
         if _queue_on_change not in lifecycle.change_listeners:
             lifecycle.change_listeners.append(_queue_on_change)
 
 
-def rerank_config(settings: Settings) -> Any:
-    """The rerank's candidates and similarity weight from the settings (unset: the default)."""
-    default = retrieval.rerank_config
+def _import_client() -> None:
+    try:
+        import openai.resources.embeddings  # noqa: F401
+    except Exception as error:  # a warm-up only: the first search imports it otherwise
+        log.debug("could not import the endpoint's client ahead: %s", type(error).__name__)
+
+
+def uninstall() -> None:
+    """Embeddings off in this process: searches rank by text, lesson changes queue nothing."""
+    with _install_lock:
+        _active.update(model=None, key=None)
+        retrieval.query_embedder = None
+
+
+def rerank_config(settings: Settings) -> rerank.RerankConfig:
+    """The rerank's candidates and similarity weight from the settings (unset: the measured)."""
     weight = settings.rerank_similarity_weight
-    return type(default)(
+    return rerank.RerankConfig(
         candidates=settings.rerank_candidates,
-        weight=default.weight if weight is None else weight,
+        weight=rerank.DEFAULT_WEIGHT if weight is None else weight,
     )
 
 

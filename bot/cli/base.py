@@ -297,7 +297,7 @@ class Context:
             # Searches rerank by meaning, and lessons this command writes get their jobs.
             from bot import embeddings
 
-            embeddings.install(settings)
+            embeddings.install(settings, warm=False)
         return settings
 
     @property

@@ -68,7 +68,7 @@ class World:
     def stop(self) -> None:
         """Stop the fake endpoint and take the rerank's hook down again."""
         self.model.stop()
-        embeddings.install(Settings(_env_file=None))
+        embeddings.uninstall()
 
 
 def start_world(engine: Engine, settings: Settings, **changes: Any) -> World:
