@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
+from playbook.consolidation import store as consolidations
+from playbook.consolidation.groups import Group
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from tests.support import serving
@@ -52,6 +54,12 @@ def live_api(engine: Engine, settings) -> Iterator[str]:
             scope="acme/api",
         )
         lifecycle.deprecate(session, "pb-3", reason="superseded", actor="t")
+        # A consolidation (id 1) to read, accept, reject and undo.
+        members = tuple(
+            lifecycle.add(session, text, learned_from="CTMS-4", actor="t").bullet.id
+            for text in ("Close the consumer before a failover", "Reconnect subscribers later")
+        )
+        consolidations.propose(session, "global", [Group(member_ids=members, similarity=0.9)])
     app = create_app(
         settings.model_copy(update={"api_token": MAINTAINER, "agent_tokens": f"ci:{AGENT}"}),
         engine=engine,
