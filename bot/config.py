@@ -295,6 +295,12 @@ class Settings(BaseSettings):
         description="When a model is set: when rating jobs are queued for PRs of the last 90 "
         "days that showed lessons and have none (`rate --backfill`).",
     )
+    embed_backfill_schedule: str = Field(
+        "30 4 * * *",
+        validation_alias="PLAYBOOK_EMBED_BACKFILL_SCHEDULE",
+        description="When an embedding model is set: when embedding jobs are queued for active "
+        "lessons with no current embedding (`embed --backfill`).",
+    )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
     consolidate_schedule: str = Field(
         "0 6 * * *",
@@ -514,6 +520,7 @@ class Settings(BaseSettings):
         "agents_md_schedule",
         "rate_backfill_schedule",
         "consolidate_schedule",
+        "embed_backfill_schedule",
     )
     @classmethod
     def _crontab(cls, value: str) -> str:

@@ -15,19 +15,21 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bot import metrics, model_client
 from bot.model_client import Answer, ModelError, Usage
+from playbook import db
 from playbook.deliveries import inbox
 from playbook.lessons import lifecycle
 from playbook.search import rerank, retrieval, vectors
 
 if TYPE_CHECKING:
     from openai import OpenAI
+    from sqlalchemy import Engine
     from sqlalchemy.orm import Session
 
     from bot.config import Settings
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 SOURCE = inbox.JOB_SOURCE
 EMBED = f"{inbox.MODEL_EVENT_PREFIX}embed"
 PURPOSE = "embedding"
+# Lessons a backfill queues per transaction.
+BACKFILL_BATCH = 500
 # A ticket's text sent for its embedding is cut here: embedding models read a few hundred
 # tokens at most (MiniLM 256, OpenAI's 8,191), and a longer text only costs time.
 MAX_QUERY_CHARS = 4_000
@@ -250,3 +254,39 @@ def queue(session: Session, bullet_id: str, text: str) -> bool:
         delivery_id=embed_id(bullet_id, hashed),
         payload=json.dumps({"bullet": bullet_id, "text_hash": hashed}),
     )
+
+
+@dataclass
+class Backfill:
+    """What a backfill found and did: the stale lessons, those queued, those already waiting."""
+
+    stale: list[str] = field(default_factory=list)
+    queued: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+
+
+def backfill(
+    engine: Engine,
+    model: str,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Backfill:
+    """Queue a job for each active lesson whose embedding by ``model`` is missing or stale.
+
+    Committed every `BACKFILL_BATCH` lessons, so a worker starts on the first jobs while the
+    rest are queued; a lesson whose job already waits is counted, not queued twice.
+    """
+    with db.transaction(engine) as session:
+        stale = vectors.stale(session, model)
+    done = Backfill(stale=[bullet_id for bullet_id, _ in stale])
+    if dry_run:
+        return done
+    for start in range(0, len(stale), BACKFILL_BATCH):
+        batch = stale[start : start + BACKFILL_BATCH]
+        with db.transaction(engine) as session:
+            for bullet_id, text in batch:
+                (done.queued if queue(session, bullet_id, text) else done.waiting).append(bullet_id)
+        if progress is not None:
+            progress(start + len(batch), len(stale))
+    return done

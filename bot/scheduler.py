@@ -32,6 +32,9 @@ JOB_TTL = timedelta(hours=1)
 RATE_BACKFILL_SPAN = timedelta(days=90)
 # Jobs scheduled only when a model is set: without one they have nothing to do.
 NEEDS_MODEL = ("rate_backfill",)
+# Scheduled only when an embedding model is set; also run soon after a start, as the rating
+# backfill is, so lessons from before the model was set are queued the day it is set.
+NEEDS_EMBEDDINGS = ("embed_backfill",)
 # With a model, the rating backfill also runs this soon after a start: history from before the
 # model was set is queued the day it is set, not at the next scheduled run. Later runs (and
 # restarts) find only what is new, as every PR is queued once.
@@ -136,6 +139,17 @@ def rate_backfill_job(engine: Engine, settings: Settings) -> None:
         log.info("rate backfill: queued %d rating jobs%s", len(result.queued), more)
 
 
+def embed_backfill_job(engine: Engine, settings: Settings) -> None:
+    """Queue embedding jobs for active lessons with no current embedding (imports, a new model)."""
+    from bot import embeddings
+
+    if not settings.embeddings_enabled:
+        return
+    result = embeddings.backfill(engine, settings.embedding_model or "")
+    if result.queued:
+        log.info("embed backfill: queued %d embedding jobs", len(result.queued))
+
+
 def consolidate_job(engine: Engine, settings: Settings) -> None:
     """Propose consolidations in every scope past 75% of its context budget."""
     from bot.consolidate import run
@@ -161,6 +175,7 @@ JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "agents_md": ("agents_md_schedule", agents_md_job),
     "rate_backfill": ("rate_backfill_schedule", rate_backfill_job),
     "consolidate": ("consolidate_schedule", consolidate_job),
+    "embed_backfill": ("embed_backfill_schedule", embed_backfill_job),
 }
 
 
@@ -172,7 +187,12 @@ def start(
         return None
     holder = holder or holder_name()
     scheduler = BackgroundScheduler(timezone="UTC")
-    jobs = [job for job in JOBS if settings.model_enabled or job not in NEEDS_MODEL]
+    jobs = [
+        job
+        for job in JOBS
+        if (settings.model_enabled or job not in NEEDS_MODEL)
+        and (settings.embeddings_enabled or job not in NEEDS_EMBEDDINGS)
+    ]
     for job in jobs:
         setting, function = JOBS[job]
         trigger = CronTrigger.from_crontab(getattr(settings, setting), timezone="UTC")
@@ -185,7 +205,7 @@ def start(
             max_instances=1,
             coalesce=True,
             misfire_grace_time=300,
-            **(first if job == "rate_backfill" else {}),
+            **(first if job in ("rate_backfill", "embed_backfill") else {}),
         )
     scheduler.start()
     log.info("scheduler started (%s)", ", ".join(jobs))

@@ -6,10 +6,6 @@ import click
 
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
 
-# Lessons queued per transaction: a long backfill commits as it goes, and a worker starts on
-# the first jobs while the rest are queued.
-BATCH = 500
-
 
 @click.command()
 @click.option(
@@ -30,7 +26,6 @@ def embed(ctx: Context, backfill: bool, dry_run: bool, as_json: bool) -> None:
     the embedding model was set, and after it changes.
     """
     from bot import embeddings
-    from playbook.search import vectors
 
     if not backfill:
         raise click.UsageError(
@@ -41,24 +36,19 @@ def embed(ctx: Context, backfill: bool, dry_run: bool, as_json: bool) -> None:
     if not settings.embeddings_enabled:
         raise UserError(embeddings.NOT_CONFIGURED)
     model = settings.embedding_model or ""
-    with ctx.transaction() as session:
-        stale = vectors.stale(session, model)
-    queued: list[str] = []
-    waiting: list[str] = []
-    if not dry_run:
-        for start in range(0, len(stale), BATCH):
-            with ctx.transaction() as session:
-                for bullet_id, text in stale[start : start + BATCH]:
-                    new = embeddings.queue(session, bullet_id, text)
-                    (queued if new else waiting).append(bullet_id)
-            if not as_json and len(stale) > BATCH:
-                note(f"queued {start + len(stale[start : start + BATCH])} of {len(stale)}")
+
+    def progress(done: int, total: int) -> None:
+        if not as_json and total > embeddings.BACKFILL_BATCH:
+            note(f"queued {done} of {total}")
+
+    result = embeddings.backfill(ctx.engine, model, dry_run=dry_run, progress=progress)
+    stale, queued, waiting = result.stale, result.queued, result.waiting
     if as_json:
         echo_json(
             {
                 "model": model,
                 "dry_run": dry_run,
-                "stale": [bullet_id for bullet_id, _ in stale],
+                "stale": stale,
                 "queued": queued,
                 "already_queued": waiting,
             }

@@ -252,3 +252,40 @@ def _hash(text: str) -> str:
 def _later(**delta: float) -> None:
     shift = timedelta(**delta)
     clock.set_clock(lambda: datetime.now(UTC) + shift)
+
+
+def test_the_schedule_queues_lessons_from_before_the_model_soon_after_a_start(
+    engine: Engine, settings: Settings
+) -> None:
+    from bot.scheduler import JOBS, start
+    from bot.services import Services
+
+    Services(engine=engine, settings=settings)  # no embedding model: writes queue nothing
+    with transaction(engine) as session:
+        for text in (BROKER, LOCKS):
+            lifecycle.add(session, text, learned_from="CTMS-1", actor="t")
+    world = start_world(engine, settings, embed_backfill_schedule="10 2 * * *")
+    try:
+        for chosen, scheduled in ((settings, False), (world.settings, True)):
+            scheduler = start(engine, chosen, holder="test")
+            assert scheduler is not None
+            try:
+                job = scheduler.get_job("embed_backfill")
+                assert (job is not None) == scheduled
+                if job is not None:
+                    assert "hour='2', minute='10'" in str(job.trigger)
+                    # The first run comes minutes after the start, not at the next 02:10.
+                    assert job.next_run_time - datetime.now(UTC) < timedelta(minutes=6)
+            finally:
+                scheduler.shutdown(wait=False)
+
+        body = JOBS["embed_backfill"][1]
+        body(engine, settings)
+        assert jobs(engine) == []
+        body(engine, world.settings)
+        body(engine, world.settings)  # waiting jobs are not queued twice
+        assert [j.status for j in jobs(engine)] == ["pending", "pending"]
+        world.run_jobs()
+        assert stale(engine) == []
+    finally:
+        world.stop()

@@ -102,6 +102,7 @@ def test_every_scheduled_job_has_a_setting_and_a_body() -> None:
         "agents_md",
         "rate_backfill",
         "consolidate",
+        "embed_backfill",
     }
     for setting, body in JOBS.values():
         assert setting in Settings.model_fields and callable(body)
