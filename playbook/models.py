@@ -30,12 +30,10 @@ from playbook.clock import to_utc
 
 # superseded: replaced by a newer lesson (``superseded_by``); kept, not retrieved (issue 29).
 STATUSES = ("proposed", "active", "deprecated", "archived", "superseded")
-# pending: waiting; done: handled; ignored: nothing to do (with why); failed: will retry; dead: not
-# retried by itself (see `error_kind`), kept for `deliveries replay`.
+# ignored: nothing to do (with why); failed: will retry; dead: kept for `deliveries replay`.
 DELIVERY_STATUSES = ("pending", "done", "ignored", "failed", "dead")
-# Why the last attempt failed: permanent (a retry fails the same way), transient (network,
-# 5xx, database), rate_limited (waits for the reset, not counted), unexpected (a bug, or a
-# worker that stopped mid-way).
+# permanent: a retry fails the same way; transient: network, 5xx, database; rate_limited:
+# waits for the reset, not counted; unexpected: a bug, or a worker that stopped mid-way.
 ERROR_KINDS = ("permanent", "transient", "rate_limited", "unexpected")
 EVENT_KINDS = ("loaded", "cited")
 
@@ -190,8 +188,7 @@ class Delivery(Base):
     action: Mapped[str | None] = mapped_column(String(100))
     delivery_id: Mapped[str] = mapped_column(String(200))
     installation_id: Mapped[int | None] = mapped_column(BigInteger)
-    # The ticket it is about (``PB-12``, ``owner/repo#12``), told once when it is received
-    # (playbook.deliveries.tickets); None when the payload names none.
+    # The ticket it is about (``PB-12``, ``owner/repo#12``; playbook.deliveries.tickets).
     ticket_key: Mapped[str | None] = mapped_column(String(200))
     headers: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     payload: Mapped[str] = mapped_column(Text)
@@ -230,9 +227,8 @@ class PullRequest(Base):
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    # The evidence whose outcome was last applied ("closed@<time>", "merged@<time>"): the same
-    # evidence arriving again (an edit of a closed PR, a duplicate delivery, a backfill) is
-    # not applied twice.
+    # The evidence last applied ("closed@<time>", "merged@<time>"): applied once, however often
+    # it arrives again (an edit of a closed PR, a redelivery, a backfill).
     outcome_evidence: Mapped[str | None] = mapped_column(String(100))
     # The commits a revert names ("This reverts commit <sha>"): the PR's head and merge commits.
     head_sha: Mapped[str | None] = mapped_column(String(64), index=True)
@@ -301,8 +297,7 @@ class SideEffect(Base):
     status: Mapped[str] = mapped_column(String(16))  # done | skipped | dry_run
     detail: Mapped[str | None] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
-    # For comments: the text posted (or that would have been), its slot and the lessons it
-    # shows, so a comment skipped for want of credentials can be shown and posted later.
+    # For comments: the text, slot and lessons, so a skipped one can be posted later.
     body: Mapped[str | None] = mapped_column(Text)
     purpose: Mapped[str | None] = mapped_column(String(100))
     bullet_ids: Mapped[list[str] | None] = mapped_column(JSON)
@@ -343,8 +338,7 @@ class Retrieval(Base):
     rank_by: Mapped[str] = mapped_column(String(16))
     bullet_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
-    # The ticket's summary and the text searched (bounded), so tickets nobody had a lesson
-    # for can be grouped into gaps later; None for searches that were not for a ticket.
+    # The ticket's summary and the text searched (bounded), for gaps; None without a ticket.
     title: Mapped[str | None] = mapped_column(Text)
     text: Mapped[str | None] = mapped_column(Text)
 
@@ -421,9 +415,8 @@ class ExperimentAssignment(Base):
     ticket_ref: Mapped[str | None] = mapped_column(String(200), index=True)
     # When the ticket was created (the tracker's own time), for time to merge.
     created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The ticket's outcome from its linked pull requests (playbook/experiment/outcomes.py),
-    # recomputed from them whenever one changes: merged | closed (unmerged) | open; None while
-    # no pull request is linked.
+    # From its linked PRs (playbook/experiment/outcomes.py), recomputed when one changes:
+    # merged | closed (unmerged) | open; None while no pull request is linked.
     outcome: Mapped[str | None] = mapped_column(String(16))
     merged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # A pull request of it closed unmerged, whatever came after (kept with a later merge).
@@ -513,8 +506,7 @@ class RepoSettingsRow(Base):
     # What is wrong with the files as they are now: [{file, key, line, message}].
     problems: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # The last attempt, read or not: a GitHub that fails is asked again after a minute, not
-    # on every delivery.
+    # The last attempt, read or not: a failing GitHub is asked again after a minute.
     tried_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # A push touched a file: read again on next use, whatever read_at says.
     stale: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
@@ -578,16 +570,13 @@ class Consolidation(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     scope: Mapped[str] = mapped_column(String(200), index=True)
-    # The members' ids in id order; `group_key` hashes them, `members_hash` hashes their texts
-    # too, so a rejected group is proposed again only once a member has changed.
+    # members_hash covers texts too: a rejected group comes back only once a member changed.
     member_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
     group_key: Mapped[str] = mapped_column(String(64), index=True)
     members_hash: Mapped[str] = mapped_column(String(64))
-    # The merged text a maintainer accepts or edits: the model's, or the longest member's.
     draft: Mapped[str] = mapped_column(Text)
     draft_source: Mapped[str] = mapped_column(String(20))  # longest | model | edited
     model: Mapped[str | None] = mapped_column(String(200))
-    # Each member's key terms the draft lacks ({"pb-3": ["retry"]}): flagged for the reviewer.
     dropped_terms: Mapped[dict[str, list[str]]] = mapped_column(JSON, default=dict)
     saves_chars: Mapped[int] = mapped_column(Integer, default=0)
     similarity: Mapped[float] = mapped_column(Float, default=0.0)
@@ -608,8 +597,7 @@ class Embedding(Base):
     model: Mapped[str] = mapped_column(String(200))
     text_hash: Mapped[str] = mapped_column(String(64))
     dim: Mapped[int] = mapped_column(Integer)
-    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, `dim` values
-    # The `embedding_version` meta counter at this row's last write: an index holding version
-    # v reads exactly the rows written after it.
+    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian
+    # The `embedding_version` counter at the last write: indexes read what is newer.
     version: Mapped[int] = mapped_column(BigInteger, index=True)
     computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
