@@ -100,11 +100,9 @@ class Bullet(Base):
     last_loaded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Indexed: feedback ranking asks for the few cited lessons among many that never were.
     last_cited_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
-    # The playbook version of this bullet's last change: a process holding an index at
-    # version v refreshes exactly the bullets with version > v.
+    # The playbook version of its last change: an index at v refreshes those past v.
     version: Mapped[int] = mapped_column(BigInteger, default=0, index=True)
-    # How many model ratings the lesson has and their scores' sum (`playbook.ratings`), so
-    # ranking reads them with the cites; indexed: ranking asks for the few rated up.
+    # Model ratings' count and sum (`playbook.ratings`); indexed for the few rated up.
     ratings: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     rating_sum: Mapped[float] = mapped_column(Float, default=0.0, server_default="0", index=True)
 
@@ -136,8 +134,7 @@ class UsageEvent(Base):
     dedup_key: Mapped[str | None] = mapped_column(String(64), unique=True)
     # The pull request a cite was made in (owner/repo#n), so the PR's outcome can settle it.
     pr_key: Mapped[str | None] = mapped_column(String(200), index=True)
-    # Who reported the event (the token's actor, e.g. agent:ci); None for what the bot saw
-    # itself (its comments, searches, PRs). See playbook/outcomes/self_reports.py.
+    # Who reported it (agent:ci); None for what the bot saw (playbook/outcomes/self_reports).
     source: Mapped[str | None] = mapped_column(String(200))
     # False: recorded for reporting only; it moves no counter, ranking or pruning.
     counted: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
