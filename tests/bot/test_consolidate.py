@@ -57,8 +57,9 @@ def test_without_a_model_the_proposal_carries_the_longest_member_as_its_draft(
 ) -> None:
     seed(engine)
     out = ok(cli("consolidate"))
-    assert "#1 pb-1 + pb-2: saves" in out and "merge job" not in out
     [proposal] = proposals(engine)
+    number = proposal["id"]
+    assert f"#{number} pb-1 + pb-2: saves" in out and "merge job" not in out
     assert proposal["member_ids"] == ["pb-1", "pb-2"]
     assert (proposal["draft"], proposal["draft_source"]) == (RECONNECT, "longest")
     # The shorter member's own words the draft lacks are flagged for the reviewer.
@@ -69,12 +70,12 @@ def test_without_a_model_the_proposal_carries_the_longest_member_as_its_draft(
     [scope] = again["scopes"]
     assert (scope["groups"], scope["proposals"], scope["already_proposed"]) == (1, [], 1)
     assert len(proposals(engine)) == 1
-    shown = ok(cli("consolidations", "show", "1"))
-    assert "consolidation #1: open in acme/api" in shown
+    shown = ok(cli("consolidations", "show", str(number)))
+    assert f"consolidation #{number}: open in acme/api" in shown
     assert "[pb-1]" in shown and "[pb-2]" in shown and "[draft]" in shown
     assert "key terms of a member the draft drops" in shown and "pb-2: " in shown
     listed = ok(cli("consolidations", "list", "--status", "open"))
-    assert listed.startswith("open      acme/api  #1 pb-1 + pb-2")
+    assert listed.startswith(f"open      acme/api  #{number} pb-1 + pb-2")
 
 
 def test_a_scope_under_its_budget_is_left_alone_unless_named(cli: Any, engine: Engine) -> None:
@@ -94,10 +95,13 @@ def test_a_scope_under_its_budget_is_left_alone_unless_named(cli: Any, engine: E
 def test_accept_with_an_edited_text_then_undo(cli: Any, engine: Engine, tight: None) -> None:
     seed(engine)
     ok(cli("consolidate"))
-    out = ok(cli("consolidations", "accept", "1", "--text", MERGED, "--reason", "same rule"))
+    number = str(proposals(engine)[0]["id"])
+    out = ok(cli("consolidations", "accept", number, "--text", MERGED, "--reason", "same rule"))
     merged = f"pb-{len(FILLER) + 3}"
-    assert out.strip() == f"consolidation #1 accepted: {merged} is active and supersedes pb-1, pb-2"
-    shown = json.loads(ok(cli("consolidations", "show", "1", "--json")))
+    assert out.strip() == (
+        f"consolidation #{number} accepted: {merged} is active and supersedes pb-1, pb-2"
+    )
+    shown = json.loads(ok(cli("consolidations", "show", number, "--json")))
     assert (shown["status"], shown["merged_id"], shown["draft_source"]) == (
         "accepted",
         merged,
@@ -112,8 +116,10 @@ def test_accept_with_an_edited_text_then_undo(cli: Any, engine: Engine, tight: N
     [size] = [s for s in stats["scopes"] if s["scope"] == SCOPE]
     assert size["chars"] == SCOPE_CHARS - len(RECONNECT) - len(JITTER) + len(MERGED)
 
-    undone = ok(cli("consolidations", "undo", "1", "--reason", "too broad"))
-    assert undone.strip() == f"consolidation #1 undone: pb-1, pb-2 active again, {merged} archived"
+    undone = ok(cli("consolidations", "undo", number, "--reason", "too broad"))
+    assert undone.strip() == (
+        f"consolidation #{number} undone: pb-1, pb-2 active again, {merged} archived"
+    )
     assert status_of(engine, "pb-1") == status_of(engine, "pb-2") == "active"
     assert status_of(engine, merged) == "archived"
     # Undone: the same members are not proposed again.
@@ -127,22 +133,24 @@ def test_accept_reads_the_text_from_a_file_and_reject_keeps_the_group_out(
     add(engine, WEB, LINT, LINT_AGAIN)
     add(engine, "acme/docs", "Write ADRs in docs/adr with the next free number", "Link the ADR")
     ok(cli("consolidate", "--scope", WEB))
-    rejected = ok(cli("consolidations", "reject", "1", "--reason", "they differ on purpose"))
-    assert rejected.strip() == "consolidation #1 rejected"
+    first = proposals(engine)[0]["id"]
+    rejected = ok(cli("consolidations", "reject", str(first), "--reason", "they differ on purpose"))
+    assert rejected.strip() == f"consolidation #{first} rejected"
     assert status_of(engine, "pb-1") == status_of(engine, "pb-2") == "active"
     again = ok(cli("consolidate", "--scope", WEB))
     assert "1 already proposed, rejected or undone, proposed 0" in again
     listed = json.loads(ok(cli("consolidations", "list", "--status", "rejected", "--json")))
     assert [(c["id"], c["reason"], c["decided_by"]) for c in listed] == [
-        (1, "they differ on purpose", "tester")
+        (first, "they differ on purpose", "tester")
     ]
     # A member changes: the group is proposed again, and accepted from a file.
     ok(cli("edit", "pb-2", "--text", LINT_AGAIN + ", then push"))
     ok(cli("consolidate", "--scope", WEB))
     text = tmp_path / "merged.txt"
     text.write_text("Before pushing, run the linter with --fix and commit what it formatted\n")
-    out = ok(cli("consolidations", "accept", "2", "--text-file", str(text)))
-    assert "consolidation #2 accepted: pb-5 is active and supersedes pb-1, pb-2" in out
+    second = proposals(engine)[-1]["id"]
+    out = ok(cli("consolidations", "accept", str(second), "--text-file", str(text)))
+    assert f"consolidation #{second} accepted: pb-5 is active and supersedes pb-1, pb-2" in out
     assert json.loads(ok(cli("show", "pb-5", "--json")))["text"] == (
         "Before pushing, run the linter with --fix and commit what it formatted"
     )
@@ -153,11 +161,11 @@ def test_accept_reads_the_text_from_a_file_and_reject_keeps_the_group_out(
     [
         (("show", "abc"), "consolidation id must be a positive number such as 3, not 'abc'"),
         (("accept", "0"), "consolidation id must be a positive number such as 3, not '0'"),
-        (("reject", "99"), "99"),
-        (("undo", "1"), "consolidation 1 is open, not accepted, so it cannot be undone"),
-        (("accept", "1", "--text", "x", "--text-file", "f"), "give --text or --text-file"),
-        (("accept", "1", "--text-file", "no-such-file"), "--text-file no-such-file"),
-        (("accept", "1", "--text", "   "), "text"),
+        (("reject", "9999999"), "no consolidation with id '9999999'"),
+        (("undo", "{id}"), "consolidation {id} is open, not accepted, so it cannot be undone"),
+        (("accept", "{id}", "--text", "x", "--text-file", "f"), "give --text or --text-file"),
+        (("accept", "{id}", "--text-file", "no-such-file"), "--text-file no-such-file"),
+        (("accept", "{id}", "--text", "   "), "text: is empty"),
         (("list", "--status", "merged"), "'merged' is not one of"),
     ],
 )
@@ -166,7 +174,9 @@ def test_bad_input_is_one_line_naming_it(
 ) -> None:
     add(engine, WEB, LINT, LINT_AGAIN)
     ok(cli("consolidate", "--scope", WEB))
-    result = cli("consolidations", *args)
+    number = str(proposals(engine)[0]["id"])
+    result = cli("consolidations", *(arg.replace("{id}", number) for arg in args))
+    said = said.replace("{id}", number)
     assert result.exit_code != 0
     assert said in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
@@ -176,8 +186,10 @@ def test_bad_input_is_one_line_naming_it(
 def test_a_decided_proposal_cannot_be_decided_again(cli: Any, engine: Engine) -> None:
     add(engine, WEB, LINT, LINT_AGAIN)
     ok(cli("consolidate", "--scope", WEB))
-    ok(cli("consolidations", "reject", "1"))
-    again = cli("consolidations", "accept", "1")
+    number = proposals(engine)[0]["id"]
+    ok(cli("consolidations", "reject", str(number)))
+    again = cli("consolidations", "accept", str(number))
     assert again.exit_code != 0
-    assert "consolidation 1 is rejected, not open, so it cannot be accepted" in again.output
+    said = f"consolidation {number} is rejected, not open, so it cannot be accepted"
+    assert said in again.output
     assert status_of(engine, "pb-1") == "active"

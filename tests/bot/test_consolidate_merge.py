@@ -80,7 +80,7 @@ def merge(text: str, *replaces: str) -> dict[str, Any]:
     return {"text": text, "replaces": list(replaces), "kept": ["reconnect with backoff"]}
 
 
-def job(cli: Any, consolidation_id: int = 1) -> dict[str, Any]:
+def job(cli: Any, consolidation_id: int) -> dict[str, Any]:
     """The merge job as `deliveries show` shows it."""
     result = cli("deliveries", "show", f"merge:{consolidation_id}")
     assert result.exit_code == 0, result.output
@@ -95,7 +95,8 @@ def test_the_model_worker_writes_the_merged_draft(
     out = cli("consolidate")
     assert out.exit_code == 0, out.output
     assert "1 merge job queued: the model worker writes their drafts" in out.output
-    assert merge_jobs(engine) == [("merge:1", "pending")]
+    number = proposals(engine)[0]["id"]
+    assert merge_jobs(engine) == [(f"merge:{number}", "pending")]
     assert model.chat_requests() == []  # the run only queues; the model's worker asks
     assert run_model_jobs(bot) == 1
     [proposal] = proposals(engine)
@@ -105,7 +106,7 @@ def test_the_model_worker_writes_the_merged_draft(
         MODEL,
     )
     assert proposal["dropped_terms"] == {}  # every member's words are in the merge
-    assert merge_jobs(engine) == [("merge:1", "done")]
+    assert merge_jobs(engine) == [(f"merge:{number}", "done")]
     # What the model was sent: both members, by id, between the markers.
     [request] = model.chat_requests()
     user = request["messages"][-1]["content"]
@@ -114,7 +115,7 @@ def test_the_model_worker_writes_the_merged_draft(
     # Another run proposes nothing new and asks nothing more.
     assert consolidate.run(bot).proposals == 0
     assert run_model_jobs(bot) == 0 and len(model.chat_requests()) == 1
-    shown = cli("consolidations", "show", "1")
+    shown = cli("consolidations", "show", str(number))
     assert f"draft by the model {MODEL}" in shown.output
 
 
@@ -135,7 +136,7 @@ def test_an_answer_leaving_out_a_member_is_refused_and_the_draft_stays(
     run_model_jobs(bot)
     [proposal] = proposals(engine)
     assert (proposal["draft"], proposal["draft_source"]) == (RECONNECT, "longest")
-    shown = job(cli)
+    shown = job(cli, proposal["id"])
     assert shown["status"] == "ignored"
     assert "refused: the answer's `replaces` leaves out pb-2" in shown["reason"]
     assert "the draft stays the longest member" in shown["reason"]
@@ -156,7 +157,7 @@ def test_a_merge_that_drops_a_members_key_terms_is_flagged(
     [proposal] = proposals(engine)
     assert (proposal["draft"], proposal["draft_source"]) == (lossy, "model")
     assert proposal["dropped_terms"] == {"pb-2": ["jitter"]}
-    shown = cli("consolidations", "show", "1")
+    shown = cli("consolidations", "show", str(proposal["id"]))
     assert "key terms of a member the draft drops" in shown.output
     assert "  pb-2: jitter" in shown.output
 
@@ -166,11 +167,13 @@ def test_a_proposal_decided_before_its_job_runs_is_left_as_decided(
 ) -> None:
     seed(engine)
     consolidate.run(bot)
-    assert cli("consolidations", "reject", "1").exit_code == 0
+    number = proposals(engine)[0]["id"]
+    assert cli("consolidations", "reject", str(number)).exit_code == 0
     run_model_jobs(bot)
     assert model.chat_requests() == []
-    shown = job(cli)
-    assert shown["status"] == "ignored" and "consolidation 1 is rejected" in shown["reason"]
+    shown = job(cli, number)
+    assert shown["status"] == "ignored"
+    assert f"consolidation {number} is rejected" in shown["reason"]
     assert proposals(engine)[0]["draft_source"] == "longest"
 
 
@@ -182,7 +185,9 @@ def test_a_model_that_is_down_retries_the_job_and_keeps_the_draft(
     consolidate.run(bot)
     run_model_jobs(bot)
     assert proposals(engine)[0]["draft_source"] == "longest"
-    assert job(cli)["status"] == "failed"  # transient: the inbox tries again later
+    assert (
+        job(cli, proposals(engine)[0]["id"])["status"] == "failed"
+    )  # transient: the inbox tries again later
 
 
 def test_a_run_without_a_model_queues_no_merge_job(engine: Engine, database_url: str) -> None:
