@@ -233,21 +233,32 @@ class Retriever(SyncedIndex):
             # A lesson found by similarity alone must be like the ticket at all: otherwise a
             # ticket nothing fits would still be shown k lessons.
             similar = {i: s for i, s in nearest if s > rerank_config.min_similarity}
-            text = self._ordered(session, tokens, scopes, n, rank_by, None)[:n]
+            text = self._ordered(session, tokens, scopes, n, rank_by, None, fetch=n)[:n]
             similar.update(index.cosines(embedding.vector, [s.bullet_id for s in text]))
         except vectors.DimensionMismatch as error:
             raise rerank.NoRerank(f"{error}; ranked by text") from error
         order = rerank.blend(
             [s.bullet_id for s in text], similar, weight=rerank_config.weight, candidates=n
         )
-        # The lessons found by similarity only, scored as the text ranking scores a lesson
-        # (their counters and confidence still show); a lesson no longer active drops out.
-        known = {s.bullet_id for s in text}
-        extra = [(b.bullet_id, 0.0) for b in order if b.bullet_id not in known]
+        # The lessons found by similarity only are read (and scored as the text ranking scores
+        # a lesson, so their counters show) only as far down the blend as the answer reaches;
+        # one no longer active drops out.
+        known = {s.bullet_id: s for s in text}
+        asked: set[str] = set()
         now = clock.now()
-        by_id = {s.bullet_id: s for s in text + self._score(session, extra, rank_by, now, True)}
-        ranked = [(by_id[b.bullet_id], b) for b in order if b.bullet_id in by_id]
-        return _hits([s for s, _ in ranked], k, max_chars, {b.bullet_id: b for _, b in ranked})
+        reach = k * 2 if max_chars is None else k * 8  # a budget may skip long lessons
+        while True:
+            head = order[:reach]
+            seen = known.keys() | asked
+            extra = [(b.bullet_id, 0.0) for b in head if b.bullet_id not in seen]
+            asked.update(bullet_id for bullet_id, _ in extra)
+            known.update((s.bullet_id, s) for s in self._score(session, extra, rank_by, now, True))
+            ranked = [(known[b.bullet_id], b) for b in head if b.bullet_id in known]
+            places = {b.bullet_id: b for _, b in ranked}
+            hits = _hits([s for s, _ in ranked], k, max_chars, places)
+            if len(hits) == k or reach >= len(order):
+                return hits
+            reach *= 4
 
     def _ordered(
         self,
@@ -257,23 +268,31 @@ class Retriever(SyncedIndex):
         k: int,
         rank_by: str,
         max_chars: int | None,
+        fetch: int | None = None,
     ) -> list[_Scored]:
-        """The candidates by text, best first: at least the first ``k`` in their right order."""
+        """The candidates by text, best first: at least the first ``k`` in their right order.
+
+        With ``fetch`` (the rerank's candidates), the index's first ``fetch`` matches scored in
+        one pass: a lesson that only its cites would lift from further down is left to the
+        similarity side, which saves the rerank re-reading several times as many lessons.
+        """
         wanted = max(k * 4, 20) if rank_by in ("feedback", "bm25") else POOL
         if max_chars is not None:
             wanted *= 2  # the budget may skip long lessons
         now = clock.now()
         if rank_by != "feedback":
             with self._lock:
-                matches = self._index.search(tokens, k=wanted, scopes=scopes)
+                matches = self._index.search(tokens, k=fetch or wanted, scopes=scopes)
             return self._score(session, matches, rank_by, now)
         weigh = _freshness_at(now)
         moved: set[str] | None = None
         while True:
+            if fetch is not None:
+                wanted = fetch
             with self._lock:
                 ranked = self._index.ranked(tokens, wanted, scopes, weigh=weigh)
             matches = [(bullet_id, bm25) for bullet_id, bm25, _ in ranked]
-            if len(ranked) < wanted:  # every match is here
+            if len(ranked) < wanted or fetch is not None:  # every match is here, or enough
                 return self._score(session, matches, rank_by, now)
             # The index orders by BM25 times freshness since each lesson's last change, which
             # is a lesson's whole score unless a cite has refreshed it since or its ratings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -17,6 +18,7 @@ from playbook.models import Bullet, Embedding, PlaybookMeta
 from playbook.search import sync as synced
 from playbook.version import playbook_version
 
+log = logging.getLogger(__name__)
 COUNTER = "embedding_version"
 # Past this many usable vectors (and with usearch installed) the nearest are found by an
 # approximate index; below it, one exact matrix product (see bench/semantic_speed.py).
@@ -117,6 +119,7 @@ class VectorIndex:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.approximate_ready = threading.Event()  # set once an approximate graph serves
         self._model: str | None = None
         self._versions: tuple[int, int] | None = None  # (embedding, playbook) read up to
         self._rollbacks = synced._rollbacks
@@ -132,6 +135,10 @@ class VectorIndex:
         self._scope = np.zeros(_INITIAL, dtype=np.int32)
         self._scopes: dict[str, int] = {}
         self._approximate: _Approximate | None = None
+        # While a graph is built in the background: the slots written since its snapshot.
+        self._pending: set[int] | None = None
+        self._generation = getattr(self, "_generation", 0) + 1
+        self.approximate_ready.clear()
 
     @classmethod
     def shared(cls, session: Session) -> VectorIndex:
@@ -224,6 +231,8 @@ class VectorIndex:
         self._matrix[slot] = vector / norm if norm else 0.0
         if self._approximate is not None:
             self._approximate.put(slot, self._matrix[slot])
+        elif self._pending is not None:
+            self._pending.add(slot)
         self._hash[slot] = row.text_hash
         current = row.status == "active" and text_hash(row.text) == row.text_hash
         self._usable[slot] = current and norm > 0
@@ -310,7 +319,9 @@ class VectorIndex:
         if not len(chosen):
             return [], []
         if len(chosen) >= APPROXIMATE_MIN and _usearch is not None:
-            return self._approximate_nearest(vector, mask, n)
+            if self._approximate is not None:
+                return self._approximate.nearest(vector, mask, n)
+            self._build_approximate(len(mask))  # exact meanwhile
         if len(chosen) * 2 < len(mask):  # a few scopes of many: multiply only their rows
             sims = self._matrix[chosen] @ vector
         else:
@@ -322,13 +333,34 @@ class VectorIndex:
         order = sorted(best, key=lambda i: (-float(sims[i]), self._ids[chosen[i]] or ""))
         return [int(chosen[i]) for i in order], [float(sims[i]) for i in order]
 
-    def _approximate_nearest(
-        self, vector: np.ndarray, mask: np.ndarray, n: int
-    ) -> tuple[list[int], list]:
-        if self._approximate is None:
-            # Built once, then kept in step vector by vector as syncs read them (see _put).
-            self._approximate = _Approximate(self._matrix[: len(mask)])
-        return self._approximate.nearest(vector, mask, n)
+    def _build_approximate(self, count: int) -> None:
+        """Start building the approximate index in the background, unless it is under way.
+
+        A graph of 100,000 vectors takes minutes on two cores: no search waits for it. The
+        vectors written meanwhile are added when it is done; from then on each sync keeps it
+        in step vector by vector (see _put).
+        """
+        if self._pending is not None:
+            return
+        self._pending, generation = set(), self._generation
+        snapshot = self._matrix[:count].copy()
+        self.approximate_ready.clear()
+
+        def build() -> None:
+            try:
+                graph = _Approximate(snapshot)
+            except Exception:  # a cache: the exact search goes on without it
+                log.exception("could not build the approximate vector index")
+                return
+            with self._lock:
+                if generation != self._generation or self._pending is None:
+                    return  # reloaded meanwhile: a later search starts again
+                for slot in sorted(self._pending):
+                    graph.put(slot, self._matrix[slot])
+                self._approximate, self._pending = graph, None
+            self.approximate_ready.set()
+
+        threading.Thread(target=build, name="playbook-vector-graph", daemon=True).start()
 
 
 class _Approximate:

@@ -149,3 +149,32 @@ def test_the_api_json_says_whether_the_rerank_was_used(api, engine: Engine) -> N
         retrieval.rerank_config = RerankConfig()
     answer = api.get("/api/v1/search?q=webhook+retries", headers=AGENT).get_json()
     assert answer["rerank"] == "off"
+
+
+def test_past_its_size_an_approximate_graph_answers_and_keeps_in_step(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("usearch")
+    monkeypatch.setattr(vectors, "APPROXIMATE_MIN", 1)
+    seed(engine, *LESSONS)
+    plant(engine, pb_1=E[0], pb_2=E[1])
+    index = vectors.VectorIndex()
+    with transaction(engine) as session:
+        index.sync(session, MODEL)
+        # The first search answers exactly while the graph is built in the background.
+        assert [i for i, _ in index.top(E[1], 1)] == ["pb-2"]
+    plant(engine, pb_3=E[2])  # written while it is built, or after: either way it is found
+    assert index.approximate_ready.wait(60)
+    with transaction(engine) as session:
+        index.sync(session, MODEL)
+        assert index._approximate is not None
+        assert [i for i, _ in index.top(E[2], 1)] == ["pb-3"]
+        assert index.top(E[0], 3, scopes={"CTMS"})[0][0] == "pb-1"
+    plant(engine, pb_1=E[3])  # a vector replaced in the graph
+    with transaction(engine) as session:
+        index.sync(session, MODEL)
+        assert [i for i, _ in index.top(E[3], 1)] == ["pb-1"]
+        lifecycle.deprecate(session, "pb-1", reason="wrong", actor="t")
+    with transaction(engine) as session:
+        index.sync(session, MODEL)
+        assert "pb-1" not in [i for i, _ in index.top(E[3], 3)]
