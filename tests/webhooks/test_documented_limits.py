@@ -20,6 +20,8 @@ from sqlalchemy import Engine
 from bot.config import Settings
 from bot.mcp_server import build_server
 from playbook import agents, db
+from playbook.consolidation import store as consolidations
+from playbook.consolidation.groups import Group
 from playbook.lessons import lifecycle
 from webhooks.app import create_app
 
@@ -45,6 +47,16 @@ VALID: dict[tuple[str, str], tuple[dict[str, str], dict[str, Any], Any]] = {
     ("get", "/api/v1/proposals"): ({}, {}, None),
     ("get", "/api/v1/experiment"): ({}, {"since": "2026-01-01", "until": "2026-12-31"}, None),
     ("post", "/api/v1/usage"): ({}, {}, EVENT),
+    # Consolidation 1 is accepted and then undone; 2 is rejected.
+    ("get", "/api/v1/consolidations"): (
+        {},
+        {"status": "open", "scope": "global", "limit": 5},
+        None,
+    ),
+    ("get", "/api/v1/consolidations/{id}"): ({"id": "1"}, {}, None),
+    ("post", "/api/v1/consolidations/{id}/accept"): ({"id": "1"}, {}, {"text": "Merged"}),
+    ("post", "/api/v1/consolidations/{id}/undo"): ({"id": "1"}, {}, {"reason": "ok"}),
+    ("post", "/api/v1/consolidations/{id}/reject"): ({"id": "2"}, {}, {"reason": "no"}),
 }
 
 
@@ -143,6 +155,12 @@ def client(engine: Engine, settings: Any) -> Any:
         lifecycle.add(session, LESSON["text"], learned_from="CTMS-1", actor="t")
         # pb-2, for pb-1 to supersede.
         lifecycle.add(session, "Never hold a lock across HTTP", learned_from="CTMS-2", actor="t")
+        # Consolidations 1 and 2, of pb-3 and pb-4, and of pb-5 and pb-6.
+        texts = ("Pin base images", "Sign releases", "Vendor fonts", "Cache wheels in CI")
+        added = [lifecycle.add(session, t, learned_from="CTMS-3", actor="t") for t in texts]
+        for pair in (added[:2], added[2:]):
+            group = Group(member_ids=tuple(a.bullet.id for a in pair), similarity=0.9)
+            consolidations.propose(session, "global", [group])
     app = create_app(settings.model_copy(update={"api_token": TOKEN}), engine=engine)
     return app.test_client()
 

@@ -158,6 +158,18 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
         ("get", f"{v1}/gaps"): [(f"{v1}/gaps", None), (f"{v1}/gaps?days=366&min=2", None)],
         # For maintainers: an agent token gets 403, never another scope's proposals.
         ("get", f"{v1}/proposals"): [(f"{v1}/proposals", None)],
+        # Consolidations too: an agent token gets 403 for every one of them.
+        ("get", f"{v1}/consolidations"): [
+            (f"{v1}/consolidations", None),
+            (f"{v1}/consolidations?scope={THEIRS}", None),
+        ],
+        ("get", f"{v1}/consolidations/{{id}}"): [(f"{v1}/consolidations/1", None)],
+        **{
+            ("post", f"{v1}/consolidations/{{id}}/{action}"): [
+                (f"{v1}/consolidations/1/{action}", {"reason": "because"})
+            ]
+            for action in ("accept", "reject", "undo")
+        },
         ("get", f"{v1}/experiment"): [
             (f"{v1}/experiment", None),
             (f"{v1}/experiment?since=2020-01-01&until=2099-12-31T00:00:00Z", None),
