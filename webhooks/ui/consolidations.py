@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from flask import abort, flash, g, redirect, request, url_for
+from flask import abort, current_app, flash, g, redirect, request, url_for
 from sqlalchemy.orm import Session
 from werkzeug.wrappers import Response
 
@@ -103,11 +103,10 @@ def accept(consolidation_id: str) -> Response | tuple[str, int]:
         flash(f"consolidation {number} not accepted: {problem}", "error")
         if not isinstance(problem, InvalidInput):
             return _back()
-        # The page again, the maintainer's edit still in the box, to fix and resend.
-        from webhooks.ui import proposal_batches
-
+        # The page again, the maintainer's edit still in the box, to fix and resend. Drawn by
+        # its own view (looked up, not imported: that module imports this one).
         g.consolidation_edits = {number: sent[: fields.MAX_LESSON_CHARS * 2]}
-        return proposal_batches.proposals(), 400
+        return current_app.view_functions["ui.proposals"](), 400
     flash(f"accepted consolidation {number}: merged lesson {merged}", "ok")
     return _back()
 
