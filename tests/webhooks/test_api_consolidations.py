@@ -97,6 +97,7 @@ def test_accept_with_an_edited_text_merges_and_undo_takes_it_back(
     assert answer.status_code == 200, answer.text
     body = answer.get_json()
     assert body["status"] == "accepted" and body["decided_by"] == "api:maintainer"
+    assert body["reason"] == "one lesson says it" and body["draft_source"] == "edited"
     merged = body["merged_id"]
     assert merged and merged not in members
     assert _lesson(engine, merged) == ("active", merged_text, None)

@@ -32,6 +32,7 @@ def test_edit_the_merged_text_accept_and_undo(serve: Any, page_for: Any) -> None
     expect(card).to_contain_text("longest member — edit before accepting")
     box = card.get_by_label(f"Merged lesson for consolidation {number}")
     expect(box).to_have_value(re.compile("chromium"))
+    site.shot(page, "consolidations")
     merged_text = "Pin chromium's version in CI: screenshots change with each release"
     box.fill(merged_text)
     card.get_by_role("button", name=f"Accept consolidation {number}").click()
