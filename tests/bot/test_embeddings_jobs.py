@@ -47,8 +47,10 @@ def test_a_created_lesson_is_embedded_by_the_worker_job_not_by_the_write(world: 
     ]
     assert stale(world.engine) == [lesson]
 
+    before = _embedding_calls()
     assert world.run_jobs() == 1
     assert world.model.embedded_texts() == [BROKER]
+    assert _embedding_calls() - before == 1  # in the model metrics, under its own purpose
     model, dim, values = stored(world.engine, lesson) or ("", 0, [])
     assert (model, dim) == (EMBED_MODEL, 64)
     assert values == pytest.approx(world.model.vector_of(BROKER), abs=1e-6)
@@ -247,6 +249,13 @@ def _hash(text: str) -> str:
     from playbook.search import vectors
 
     return vectors.text_hash(text)
+
+
+def _embedding_calls() -> float:
+    from prometheus_client import REGISTRY
+
+    labels = {"purpose": "embedding", "outcome": "ok"}
+    return REGISTRY.get_sample_value("playbook_model_calls_total", labels) or 0.0
 
 
 def _later(**delta: float) -> None:
