@@ -25,6 +25,7 @@ from bot.model_client import Answer, ModelError, Usage
 from playbook import db
 from playbook.deliveries import inbox
 from playbook.lessons import lifecycle
+from playbook.ratings.prompt import without_credentials
 from playbook.search import rerank, retrieval, vectors
 
 if TYPE_CHECKING:
@@ -42,9 +43,9 @@ EMBED = f"{inbox.MODEL_EVENT_PREFIX}embed"
 PURPOSE = "embedding"
 # Lessons a backfill queues per transaction.
 BACKFILL_BATCH = 500
-# A ticket's text sent for its embedding is cut here: embedding models read a few hundred
-# tokens at most (MiniLM 256, OpenAI's 8,191), and a longer text only costs time.
-MAX_QUERY_CHARS = 4_000
+# A ticket's text sent for its embedding is cut here: small embedding models read a few
+# hundred tokens (MiniLM 256, about 1,000 characters), and a longer text only costs time.
+MAX_QUERY_CHARS = 2_000
 NOT_CONFIGURED = (
     "no embedding model is set: set PLAYBOOK_EMBEDDING_MODEL and PLAYBOOK_MODEL_BASE_URL"
 )
@@ -148,7 +149,10 @@ def query_embedder(settings: Settings) -> Callable[[str], rerank.QueryEmbedding]
     def embed_query(text: str) -> rerank.QueryEmbedding:
         started = time.monotonic()
         try:
-            got = embed(client(), model, [text[:MAX_QUERY_CHARS] or " "])
+            # A ticket may hold a pasted token: it goes no further than it already has (the
+            # endpoint is often another company's service), as the rating prompts do.
+            sent = without_credentials(text[:MAX_QUERY_CHARS]) or " "
+            got = embed(client(), model, [sent])
         except ModelError as error:
             metrics.model_call(PURPOSE, error)
             why = f"the embedding endpoint failed ({error})"

@@ -140,3 +140,15 @@ def test_without_any_embedding_yet_the_search_says_why_it_ranked_by_text(world: 
     found = world.search(TICKET)
     assert found.rerank == "fallback"
     assert found.rerank_reason == f"no lesson has an embedding by {EMBED_MODEL} yet; ranked by text"
+
+
+def test_a_credential_in_the_ticket_never_reaches_the_endpoint(world: World) -> None:
+    from tests.secret_samples import SAMPLES
+
+    embedded(world, BROKER, GROUP)
+    token = next(sample.value for sample in SAMPLES if sample.kind == "github_token")
+    found = world.search(f"{TICKET}\nthe consumer logs in with {token} and hangs")
+    assert found.rerank == "used"
+    asked = world.model.embedded_texts()[-1]
+    assert token not in asked
+    assert asked == f"{TICKET}\nthe consumer logs in with [credential removed] and hangs"
