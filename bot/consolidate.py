@@ -172,7 +172,7 @@ def _consolidate(services: Services, size: budget.ScopeSize, dry_run: bool) -> S
         for proposal in made if queue else []:
             done.queued += model_jobs.queue_merge(session, proposal.id)
     if made and not dry_run:
-        log.info(
+        log.debug(
             "consolidate %s: %d proposals (%s)%s",
             size.scope,
             len(made),

@@ -158,12 +158,15 @@ def consolidate_job(engine: Engine, settings: Settings) -> None:
     report = run(Services(engine=engine, settings=settings))
     for scope in report.scopes:
         if not scope.skipped:
+            made = ", ".join(f"#{p['id']} {'+'.join(p['member_ids'])}" for p in scope.proposals)
             log.info(
-                "consolidate: %s at %d / %d chars, %d proposals",
+                "consolidate: %s at %d / %d chars, %d proposals%s%s",
                 scope.scope,
                 scope.chars,
                 scope.budget,
                 len(scope.proposals),
+                f" ({made})" if made else "",
+                f"; {scope.queued} merge jobs queued" if scope.queued else "",
             )
 
 

@@ -183,8 +183,8 @@ def side_by_side(members: list[tuple[str, str]], draft: str) -> str:
     left: list[str] = []
     for member_id, text in members:
         left.append(f"[{member_id}] ({len(text):,} chars)")
-        left.extend(_wrapped(text))
-        left.append("")
+        left.extend([*_wrapped(text), ""])
+    left = left[:-1]  # no blank row after the last member
     right = [f"[draft] ({len(draft):,} chars)", *_wrapped(draft)]
     rows = [f"{'members':<{COLUMN}} | draft", f"{'-' * COLUMN}-+-{'-' * COLUMN}"]
     for index in range(max(len(left), len(right))):
