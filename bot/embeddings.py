@@ -283,8 +283,12 @@ def backfill(
     """
     with db.transaction(engine) as session:
         stale = vectors.stale(session, model)
+        if dry_run:
+            jobs = {embed_id(i, vectors.text_hash(text)): i for i, text in stale}
+            waits = inbox.waiting(session, SOURCE, list(jobs))
     done = Backfill(stale=[bullet_id for bullet_id, _ in stale])
     if dry_run:
+        done.waiting = [jobs[delivery] for delivery in jobs if delivery in waits]
         return done
     for start in range(0, len(stale), BACKFILL_BATCH):
         batch = stale[start : start + BACKFILL_BATCH]

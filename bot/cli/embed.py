@@ -54,7 +54,7 @@ def embed(ctx: Context, backfill: bool, dry_run: bool, as_json: bool) -> None:
             }
         )
         return
-    count = len(stale) if dry_run else len(queued)
+    count = len(stale) - len(waiting) if dry_run else len(queued)
     jobs = f"{count} embedding job{'' if count == 1 else 's'}"
     lessons = f"{len(stale)} active lesson{'' if len(stale) == 1 else 's'}"
     verb = "would queue" if dry_run else "queued"

@@ -118,6 +118,11 @@ def test_embed_backfill_queues_the_lessons_from_before_the_model_was_set(
     assert queued.stdout.splitlines()[0] == (
         f"queued 2 embedding jobs for {EMBED_MODEL}: 2 active lessons not embedded or stale"
     )
+    dry = cli("embed", "--backfill", "--dry-run")
+    assert dry.stdout.splitlines()[0] == (
+        f"would queue 0 embedding jobs for {EMBED_MODEL}: 2 active lessons not embedded or stale "
+        "(2 already waiting for the worker)"
+    )
     again = json.loads(cli("embed", "--backfill", "--json").stdout)
     assert again == {
         "model": EMBED_MODEL,
