@@ -86,7 +86,7 @@ SEARCH_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
 # A model's purposes, the label's whole range (anything else is "other"): series stay few.
-MODEL_PURPOSES = ("rating", "reflection", "embedding")
+MODEL_PURPOSES = ("rating", "reflection", "embedding", "merge")
 MODEL_CALLS = Counter(
     "playbook_model_calls",
     "Requests made to the model endpoint (what PLAYBOOK_MODEL_DAILY_CALLS counts, retries "

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import Engine
 
 from bot import consolidate
@@ -91,6 +92,8 @@ def test_the_model_worker_writes_the_merged_draft(
     cli: Any, engine: Engine, bot: Services, model: FakeModel
 ) -> None:
     seed(engine)
+    calls = {"purpose": "merge", "outcome": "ok"}
+    before = REGISTRY.get_sample_value("playbook_model_calls_total", calls) or 0.0
     model.queue(merge(MERGED, "pb-1", "pb-2"))
     out = cli("consolidate")
     assert out.exit_code == 0, out.output
@@ -106,6 +109,8 @@ def test_the_model_worker_writes_the_merged_draft(
         MODEL,
     )
     assert proposal["dropped_terms"] == {}  # every member's words are in the merge
+    # Counted as the model's merge calls, not "other".
+    assert REGISTRY.get_sample_value("playbook_model_calls_total", calls) == before + 1
     assert merge_jobs(engine) == [(f"merge:{number}", "done")]
     # What the model was sent: both members, by id, between the markers.
     [request] = model.chat_requests()
