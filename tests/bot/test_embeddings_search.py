@@ -10,6 +10,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
+from bot import embeddings
 from bot.config import Settings
 from tests.bot.embeddings_world import EMBED_MODEL, MODEL_KEY, World, start_world
 from tests.fakes.model import rate_limited, server_error, slow, wrong_dimension
@@ -152,3 +153,24 @@ def test_a_credential_in_the_ticket_never_reaches_the_endpoint(world: World) -> 
     asked = world.model.embedded_texts()[-1]
     assert token not in asked
     assert asked == f"{TICKET}\nthe consumer logs in with [credential removed] and hangs"
+
+
+def test_the_agent_api_of_an_app_with_an_embedding_model_reranks(world: World) -> None:
+    from webhooks import create_app
+
+    world.model.plant(TICKET, NEAR)
+    world.model.plant(BROKER, NEAR)
+    broker, group = embedded(world, BROKER, GROUP)
+    settings = world.settings.model_copy(update={"api_token": "maintainer-token"})
+    embeddings.uninstall()  # the app, not the worker's services, must turn the rerank on
+    client = create_app(settings, engine=world.engine).test_client()
+    answer = client.get(
+        "/api/v1/search",
+        query_string={"q": TICKET},
+        headers={"Authorization": "Bearer maintainer-token"},
+    ).get_json()
+    assert (answer["rerank"], answer["rerank_reason"]) == ("used", None)
+    lessons = {lesson["id"]: lesson for lesson in answer["lessons"]}
+    assert lessons[broker]["text_rank"] is None
+    assert lessons[broker]["similarity"] == pytest.approx(1.0, abs=1e-5)
+    assert lessons[group]["text_rank"] == 1
