@@ -192,3 +192,27 @@ def test_a_refused_text_keeps_the_edit_in_the_box_and_changes_nothing(
     assert (
         client.post("/ui/consolidations/abc/reject", data={"csrf_token": token}).status_code == 404
     )
+
+
+def test_a_models_draft_names_the_model_and_the_terms_it_dropped(
+    client: Any, proposal: tuple[int, list[str]], engine: Engine
+) -> None:
+    number, members = proposal
+    from playbook.consolidation import store
+
+    with transaction(engine) as session:
+        store.set_draft(
+            session,
+            number,
+            "Reconnect the consumer after the broker changes",
+            source="model",
+            model="<b>merge-mini</b>",
+        )
+    _log_in(client)
+    section = _section(client.get("/ui/proposals").text)
+    assert "merged text written by &lt;b&gt;merge-mini&lt;/b&gt;" in section
+    assert "longest member" not in section
+    # The model's draft left out what the first member says about failover: it is marked.
+    first = section.split(f'href="/ui/lessons/{members[0]}"', 1)[1].split("</li>", 1)[0]
+    assert '<mark class="dropped">failover</mark>' in first
+    assert "missing from the merged text:" in first
