@@ -280,8 +280,20 @@ class VectorIndex:
                 keep[[self._slot[i] for i in allowed if i in self._slot]] = True
                 mask &= keep
                 allowed = None
-            slots, sims = self._nearest(vector, mask, n if allowed is None else n * 4)
-            ids = [self._ids[slot] for slot in slots]
+            wanted = n if allowed is None else n * 4
+            chosen: np.ndarray | None = np.flatnonzero(mask)
+            if len(chosen) >= APPROXIMATE_MIN and _usearch is not None:
+                if self._approximate is not None:
+                    slots, sims = self._approximate.nearest(vector, mask, wanted)
+                    chosen = None
+                else:
+                    self._build_approximate(count)  # exact meanwhile
+            matrix, names = self._matrix, self._ids
+        if chosen is not None:
+            # Outside the lock: concurrent searches multiply at once (numpy lets go of the
+            # GIL), and a sync meanwhile only replaces the arrays or rewrites a row in place.
+            slots, sims = _exact(matrix, names, vector, chosen, count, wanted)
+        ids = [names[slot] for slot in slots]
         found = [
             (bullet_id, float(sim))
             for bullet_id, sim in zip(ids, sims, strict=True)
@@ -313,26 +325,6 @@ class VectorIndex:
             return None
         return vector / norm
 
-    def _nearest(self, vector: np.ndarray, mask: np.ndarray, n: int) -> tuple[list[int], list]:
-        """Slots and cosines of the ``n`` masked rows nearest ``vector``, best first."""
-        chosen = np.flatnonzero(mask)
-        if not len(chosen):
-            return [], []
-        if len(chosen) >= APPROXIMATE_MIN and _usearch is not None:
-            if self._approximate is not None:
-                return self._approximate.nearest(vector, mask, n)
-            self._build_approximate(len(mask))  # exact meanwhile
-        if len(chosen) * 2 < len(mask):  # a few scopes of many: multiply only their rows
-            sims = self._matrix[chosen] @ vector
-        else:
-            sims = self._matrix[: len(mask)] @ vector
-            sims = sims[chosen]
-        take = min(n, len(chosen))
-        best = np.argpartition(-sims, take - 1)[:take] if take < len(chosen) else np.arange(take)
-        # Ties broken by lesson id, so equal vectors rank the same in every process.
-        order = sorted(best, key=lambda i: (-float(sims[i]), self._ids[chosen[i]] or ""))
-        return [int(chosen[i]) for i in order], [float(sims[i]) for i in order]
-
     def _build_approximate(self, count: int) -> None:
         """Start building the approximate index in the background, unless it is under way.
 
@@ -361,6 +353,27 @@ class VectorIndex:
             self.approximate_ready.set()
 
         threading.Thread(target=build, name="playbook-vector-graph", daemon=True).start()
+
+
+def _exact(
+    matrix: np.ndarray,
+    ids: list[str | None],
+    vector: np.ndarray,
+    chosen: np.ndarray,
+    count: int,
+    n: int,
+) -> tuple[list[int], list[float]]:
+    """Slots and cosines of the ``n`` chosen rows nearest ``vector``, best first: one product."""
+    if not len(chosen):
+        return [], []
+    # A few scopes of many: multiply only their rows; else every row, then pick.
+    few = len(chosen) * 2 < count
+    sims = matrix[chosen] @ vector if few else (matrix[:count] @ vector)[chosen]
+    take = min(n, len(chosen))
+    best = np.argpartition(-sims, take - 1)[:take] if take < len(chosen) else np.arange(take)
+    # Ties broken by lesson id, so equal vectors rank the same in every process.
+    order = sorted(best, key=lambda i: (-float(sims[i]), ids[chosen[i]] or ""))
+    return [int(chosen[i]) for i in order], [float(sims[i]) for i in order]
 
 
 class _Approximate:
