@@ -208,10 +208,13 @@ def accept(path: ConsolidationPath, body: AcceptBody) -> Response:
     max_chars = runtime().settings.max_lesson_chars
     with db.transaction(runtime().engine) as session:
         row = store.accept(
-            session, path.id, actor=caller.actor, text=body.text, max_chars=max_chars
+            session,
+            path.id,
+            actor=caller.actor,
+            text=body.text,
+            reason=reason,
+            max_chars=max_chars,
         )
-        # Why it was accepted is kept with the proposal, as a rejection's reason is.
-        row.reason = reason
         return _json(_answer(row))
 
 

@@ -296,6 +296,7 @@ def accept(
     *,
     actor: str,
     text: str | None = None,
+    reason: str | None = None,
     max_chars: int = fields.MAX_LESSON_CHARS,
 ) -> Consolidation:
     """Create the merged lesson (the draft, or ``text`` as edited) and supersede each member.
@@ -314,7 +315,8 @@ def accept(
     if text is not None:
         edited = _check_text(text, max_chars)
         if edited != consolidation.draft:
-            consolidation.draft, consolidation.draft_source = edited, "edited"
+            # Measured again, so the proposal records what the accepted text saves and drops.
+            set_draft(session, consolidation.id, edited, source="edited", model=None)
     longest = _longest(members)
     learned = [longest.learned_from, *(b.learned_from for b in members)]
     tags = list(dict.fromkeys(tag for b in members for tag in b.tags or []))
@@ -349,7 +351,8 @@ def accept(
             reason=f"consolidated into {merged.id} (consolidation {consolidation.id})",
         )
     consolidation.merged_id = merged.id
-    _close(consolidation, "accepted", clock.now(), who, None)
+    why = None if reason is None else fields.text(reason, "reason", fields.REASON_CHARS)
+    _close(consolidation, "accepted", clock.now(), who, why or None)
     session.flush()
     return consolidation
 
