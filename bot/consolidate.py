@@ -166,9 +166,11 @@ def _consolidate(services: Services, size: budget.ScopeSize, dry_run: bool) -> S
         found = groups.find_groups(lessons)
         made = store.propose(session, size.scope, found, dry_run=dry_run)
         done.groups, done.already = len(found), len(found) - len(made)
-        if not dry_run:
-            session.flush()  # the ids the merge jobs name
-        done.proposals = [store.as_dict(proposal) for proposal in made]
+        # A dry run's proposals are in no session: their members' texts are the run's own.
+        texts = dict(lessons)
+        done.proposals = [store.as_dict(proposal, members=False) for proposal in made]
+        for shown in done.proposals:
+            shown["members"] = [{"id": i, "text": texts.get(i)} for i in shown["member_ids"]]
         for proposal in made if queue else []:
             done.queued += model_jobs.queue_merge(session, proposal.id)
     if made and not dry_run:

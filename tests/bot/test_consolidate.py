@@ -48,6 +48,13 @@ def test_a_dry_run_shows_the_proposal_and_stores_nothing(
     saves = len(JITTER)  # the draft is the longer member, so the shorter one is saved
     assert f"(not stored) pb-1 + pb-2: saves {saves} chars, draft longest member" in out
     assert "would propose 1" in out and "dry run: nothing was stored" in out
+    dry = json.loads(ok(cli("consolidate", "--dry-run", "--json")))
+    [proposal] = dry["scopes"][0]["proposals"]
+    assert (dry["dry_run"], proposal["id"], proposal["draft"]) == (True, None, RECONNECT)
+    assert proposal["members"] == [
+        {"id": "pb-1", "text": RECONNECT},
+        {"id": "pb-2", "text": JITTER},
+    ]
     assert proposals(engine) == []
     assert "no consolidation proposals" in ok(cli("consolidations", "list"))
 
