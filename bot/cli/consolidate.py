@@ -230,7 +230,6 @@ def accept(
 ) -> None:
     """Accept a proposal: the merged lesson becomes active and supersedes each member."""
     from playbook.consolidation import store
-    from playbook.lessons import fields
 
     number = consolidation_id(consolidation)
     merged_text = _text_of(text, text_file)
@@ -240,11 +239,9 @@ def accept(
             number,
             actor=ctx.actor,
             text=merged_text,
+            reason=reason,
             max_chars=ctx.settings.max_lesson_chars,
         )
-        if reason is not None:
-            # Kept with the decision, as a rejection's is (checked as every stored reason is).
-            done.reason = fields.text(reason, "reason", fields.REASON_CHARS) or None
         shown = store.as_dict(done, members=False)
     click.echo(
         f"consolidation #{number} accepted: {shown.get('merged_id')} is active and supersedes "
