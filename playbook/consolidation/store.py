@@ -218,7 +218,7 @@ def _require(consolidation: Consolidation, status: str, action: str) -> None:
         "stale": "its members changed; run consolidate again for a fresh proposal",
         "accepted": f"it made {consolidation.merged_id}; undo it first",
         "rejected": "a member must change before the group is proposed again",
-        "undone": "its members are back; run consolidate again for a fresh proposal",
+        "undone": "its members are back; the group is proposed again once a member changes",
         "open": "accept or reject it first",
     }.get(consolidation.status, "run consolidate again")
     raise InvalidTransition(
