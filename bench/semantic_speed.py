@@ -2,7 +2,7 @@
 
 Usage: python bench/semantic_speed.py [--lessons 100000] [--dim 384] [--candidates 100]
            [--queries 300] [--database-url postgresql+psycopg://user@host/db]
-           [--dataset PATH | --generated]
+           [--exact-only] [--dataset PATH | --generated]
 
 Lessons are the dataset's tickets (recombined past its size, as bench/retrieval_speed.py makes
 them), spread over scopes: SCOPE_SHARE of them in the tickets' scope, GLOBAL_SHARE global and
@@ -188,7 +188,9 @@ def search_pairs(
     }
 
 
-def top_rows(engine: Engine, queries: list[np.ndarray], n: int) -> dict[str, Any]:
+def top_rows(
+    engine: Engine, queries: list[np.ndarray], n: int, approximate: bool = True
+) -> dict[str, Any]:
     """`VectorIndex.top` alone over the tickets' scopes: exact, then approximate if installed.
 
     The process's shared index, loaded afresh: once its graph is built, searches use it.
@@ -213,8 +215,8 @@ def top_rows(engine: Engine, queries: list[np.ndarray], n: int) -> dict[str, Any
         row["exact_p95_ms"] = ms(percentile(latencies, 0.95))
     finally:
         vectors.APPROXIMATE_MIN = threshold
-    if vectors._usearch is None:
-        row["approximate"] = "usearch is not installed"
+    if vectors._usearch is None or not approximate:
+        row["approximate"] = "usearch is not installed" if approximate else "not asked"
         return row
     vectors.APPROXIMATE_MIN = 0
     try:
@@ -252,6 +254,7 @@ def run(
     tickets: list[Ticket],
     planted: dict[str, np.ndarray],
     candidates: int,
+    approximate: bool,
 ) -> dict[str, Any]:
     """Fill a playbook, then measure the search pairs and the similarity search alone."""
     with playbook() as (engine, _):
@@ -266,7 +269,8 @@ def run(
             pairs = search_pairs(engine, tickets, planted)
             log(f"  text p50 {pairs['text_p50_ms']} ms, added p50 {pairs['added_p50_ms']} ms")
             vectors.APPROXIMATE_MIN = threshold
-            top = top_rows(engine, [planted[synthesize_query(t)] for t in tickets], candidates)
+            queries = [planted[synthesize_query(t)] for t in tickets]
+            top = top_rows(engine, queries, candidates, approximate)
             log(f"  top alone: {top}")
             approximate = None
             if "approximate_p50_ms" in top and len(made) >= threshold:
@@ -293,6 +297,9 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=100)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--database-url", default=None, help="also run on this PostgreSQL")
+    parser.add_argument(
+        "--exact-only", action="store_true", help="skip the approximate graph (minutes to build)"
+    )
     datasets.add_arguments(parser)
     args = parser.parse_args()
     dataset = datasets.from_arguments(args)
@@ -314,7 +321,7 @@ def main() -> None:
         databases.append(("postgresql", lambda: postgres_playbook(args.database_url)))
     info = machine.describe(args.database_url)
     results = [
-        run(name, playbook, made, matrix, tickets, planted, args.candidates)
+        run(name, playbook, made, matrix, tickets, planted, args.candidates, not args.exact_only)
         for name, playbook in databases
     ]
     print(
