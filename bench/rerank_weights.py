@@ -266,6 +266,7 @@ def sweep(
             for weight in WEIGHTS:
                 found = blend(ranked[n], ids, similarity, candidates, weight)
                 runs.setdefault(f"w={weight:.1f} N={candidates}", []).append(rank_of(found, target))
+    embedder.save()  # the tickets' vectors too
     return summarize(runs, [rows[newer]["key"] for _, newer in pairs])
 
 
