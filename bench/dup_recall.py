@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import datasets  # noqa: E402
+import embedding_server  # noqa: E402, F401  (first: it loads onnxruntime before usearch)
 import machine  # noqa: E402
 import rerank_weights  # noqa: E402
 from datasets import duplicate_pairs, lesson, lesson_text, ticket  # noqa: E402

