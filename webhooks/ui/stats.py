@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import render_template
 
+from bot.consolidate import budget_for
 from playbook import activity, agents, clock, db, stats_answer
 from playbook.gaps import report as gaps_report
 from webhooks.runtime import runtime
@@ -18,6 +19,8 @@ def stats() -> str:
     from playbook.experiment import report as holdout  # scipy, statsmodels: on first use
 
     minimum = runtime().settings.effect_min_tickets
+    # Read before the page's transaction: it opens its own (SQLite has one writer).
+    budgets = budget_for(runtime())
     with db.transaction(runtime().engine) as session:
         weeks = activity.weekly(session, weeks=WEEKS)
         # The page is for maintainers (or public by choice): every scope.
@@ -25,6 +28,7 @@ def stats() -> str:
             session,
             agents.Caller(actor="ui", role="maintainer"),
             effect_min_tickets=minimum,
+            budget_for=budgets,
         )
         experiment = holdout.build(session, min_tickets=minimum)
         # The last week's gaps at the defaults of `playbook-bot gaps`.
