@@ -299,7 +299,10 @@ def main() -> None:
         "refused_lessons": len(refused),
     }
     if semantic is not None:
-        line["rerank"] = report_rerank(semantic, runs, [rows[newer]["key"] for _, newer in pairs])
+        # The tickets in the order the replay searched them: by creation, then by older issue.
+        searched = sorted(pairs, key=lambda pair: (pair[1], pair[0]))
+        tickets = [rows[newer]["key"] for _, newer in searched]
+        line["rerank"] = report_rerank(semantic, runs, tickets)
     line["machine"] = machine.describe(None)
     print(json.dumps(line))
 
