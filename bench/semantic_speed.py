@@ -217,7 +217,7 @@ def top_rows(
         row["exact_p95_ms"] = ms(percentile(latencies, 0.95))
     finally:
         vectors.APPROXIMATE_MIN = threshold
-    if vectors._usearch is None or not approximate:
+    if vectors.graph_library() is None or not approximate:
         row["approximate"] = "usearch is not installed" if approximate else "not asked"
         return row
     vectors.APPROXIMATE_MIN = 0

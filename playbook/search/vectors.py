@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine, select, update
@@ -285,7 +287,7 @@ class VectorIndex:
                 allowed = None
             wanted = n if allowed is None else n * 4
             chosen: np.ndarray | None = np.flatnonzero(mask)
-            if len(chosen) >= APPROXIMATE_MIN and _usearch is not None:
+            if len(chosen) >= APPROXIMATE_MIN and graph_library() is not None:
                 if self._approximate is not None:
                     slots, sims = self._approximate.nearest(vector, mask, wanted)
                     chosen = None
@@ -385,7 +387,9 @@ class _Approximate:
     def __init__(self, matrix: np.ndarray) -> None:
         # Every stored vector, usable or not: the search's mask says which count, so an
         # edit or a status change needs no change to the graph.
-        self._index = _usearch.Index(ndim=matrix.shape[1], metric="ip", dtype="f32")
+        library = graph_library()
+        assert library is not None  # built only when it is installed
+        self._index = library.Index(ndim=matrix.shape[1], metric="ip", dtype="f32")
         self._index.add(np.arange(len(matrix), dtype=np.uint64), matrix)
         self._size = len(matrix)
 
@@ -416,10 +420,19 @@ def forget_shared() -> None:
         _SHARED.clear()
 
 
-try:  # an optional dependency: the exact product serves any size, only slower
-    import usearch.index as _usearch
-except ImportError:  # pragma: no cover - depends on the installation
-    _usearch = None
+@functools.cache
+def graph_library() -> Any | None:
+    """usearch's index module, or None when the optional `semantic` extra is not installed.
+
+    Imported on first need, not with this module: it takes about 0.16 s, which every command's
+    start would pay, and most playbooks never reach the graph's size.
+    """
+    try:
+        import usearch.index as library
+    except ImportError:  # the exact product serves any size, only slower
+        return None
+    return library
+
 
 _VERSION = select(PlaybookMeta.value).where(PlaybookMeta.key == COUNTER)
 _COLUMNS = (
