@@ -54,7 +54,7 @@ import rerank_weights  # noqa: E402
 from datasets import duplicate_pairs, lesson, lesson_text, ticket  # noqa: E402
 
 from playbook import clock, db  # noqa: E402
-from playbook.lessons import bulk, secrets  # noqa: E402
+from playbook.lessons import bulk, characters, secrets  # noqa: E402
 from playbook.models import Bullet  # noqa: E402
 from playbook.search import retrieval, vectors  # noqa: E402
 from playbook.search.rerank import QueryEmbedding, RerankConfig  # noqa: E402
@@ -135,13 +135,19 @@ def ours(
     return runs
 
 
+def stored_text(row: dict[str, Any]) -> str:
+    """An issue's lesson text as the playbook stores it: visible characters, stripped."""
+    return characters.visible(lesson_text(row)).strip()
+
+
 class Semantic:
     """The rerank's side of the replay: lesson vectors stored, the ticket's embedder, the sweep."""
 
     def __init__(self, embedder: Any, rows: list[dict[str, Any]]) -> None:
         self.embedder = embedder
         self.model = embedder.model
-        texts = [lesson_text(row) for row in rows]
+        # Each lesson's text as the playbook will store it (visible characters, stripped).
+        texts = [stored_text(row) for row in rows]
         started = time.perf_counter()
         self.vectors = dict(
             zip((r["key"] for r in rows), embedder.embed(texts, progress=True), strict=True)
@@ -156,7 +162,7 @@ class Semantic:
     def store(self, session: Session, row: dict[str, Any]) -> None:
         """The lesson's embedding, as the worker's job stores it: of the text as stored."""
         text = session.get(Bullet, row["key"]).text
-        if text == lesson_text(row):
+        if text == stored_text(row):
             vector = self.vectors[row["key"]]
         else:  # the playbook normalised the text: embed what it holds
             self.restored += 1
