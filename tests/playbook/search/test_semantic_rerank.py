@@ -159,6 +159,16 @@ def test_a_vector_of_another_dimension_falls_back_with_the_reason(engine: Engine
     assert ids(result) == ["pb-1", "pb-2"]
 
 
+@pytest.mark.parametrize("vector", [np.zeros(4), np.array([1.0, np.nan, 0, 0]), np.array([])])
+def test_an_empty_or_invalid_vector_falls_back(engine: Engine, embed_as, vector) -> None:
+    seed(engine, *LESSONS)
+    plant(engine, pb_1=E[1], pb_2=E[0])
+    embed_as({WEBHOOK: vector})
+    result = search(engine, WEBHOOK)
+    assert result.rerank == "fallback" and "empty, zero or not finite" in result.rerank_reason
+    assert ids(result) == ["pb-1", "pb-2"]
+
+
 def test_no_embeddings_yet_falls_back_and_says_so(engine: Engine, embed_as) -> None:
     seed(engine, *LESSONS)
     embed_as({WEBHOOK: E[0]})
