@@ -150,5 +150,5 @@ def test_the_rerank_finds_the_duplicate_that_shares_no_word(
     # The vectors are cached by model and text: a second bench asks the endpoint nothing more.
     again = rerank_weights.Embedder(server.url, api_key="bench-key")
     before = len(server.app.timings)
-    again.embed([dup_recall.lesson_text(row) for row in ROWS])
+    again.embed([dup_recall.stored_text(row) for row in ROWS])
     assert len(server.app.timings) == before
