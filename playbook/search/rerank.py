@@ -97,6 +97,4 @@ def embed(
     if embedding.vector is None:
         return None, embedding.reason or "no embedding for the ticket; ranked by text"
     vector = np.asarray(embedding.vector, dtype=np.float32).ravel()
-    if not vector.size or not np.isfinite(vector).all() or not vector.any():
-        return None, "the ticket's embedding is empty, zero or not finite; ranked by text"
     return QueryEmbedding(vector, embedding.model, embedding.reason), None

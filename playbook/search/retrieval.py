@@ -235,7 +235,7 @@ class Retriever(SyncedIndex):
             similar = {i: s for i, s in nearest if s > rerank_config.min_similarity}
             text = self._ordered(session, tokens, scopes, n, rank_by, None, fetch=n)[:n]
             similar.update(index.cosines(embedding.vector, [s.bullet_id for s in text]))
-        except vectors.DimensionMismatch as error:
+        except vectors.UnusableQuery as error:
             raise rerank.NoRerank(f"{error}; ranked by text") from error
         order = rerank.blend(
             [s.bullet_id for s in text], similar, weight=rerank_config.weight, candidates=n

@@ -33,7 +33,11 @@ LOAD_BATCH = 5_000
 _INITIAL = 256
 
 
-class DimensionMismatch(ValueError):
+class UnusableQuery(ValueError):
+    """A query vector the index cannot compare with its vectors; the message says why."""
+
+
+class DimensionMismatch(UnusableQuery):
     """A query vector whose length is not the stored embeddings' length."""
 
 
@@ -269,7 +273,7 @@ class VectorIndex:
 
         ``scopes`` keeps lessons of those scopes only; ``allowed`` (a set of ids or a test of
         one) narrows them further. Raises DimensionMismatch when ``query`` has another length
-        than the stored vectors.
+        than the stored vectors, UnusableQuery when it is zero or not finite.
         """
         vector = self._unit(query)
         with self._lock:
@@ -318,16 +322,18 @@ class VectorIndex:
         return {bullet_id: float(sim) for (bullet_id, _), sim in zip(slots, sims, strict=True)}
 
     def _unit(self, query: np.ndarray | Sequence[float]) -> np.ndarray | None:
-        """``query`` as a unit float32 vector (None for a zero one); checks its length."""
+        """``query`` as a unit float32 vector (None before any vector is stored)."""
         vector = np.asarray(query, dtype=np.float32).ravel()
         if self._dim is not None and vector.size != self._dim:
             raise DimensionMismatch(
                 f"the query embedding has {vector.size} dimensions, "
                 f"the stored embeddings {self._dim}"
             )
+        if self._dim is None:
+            return None
         norm = float(np.linalg.norm(vector))
         if not norm or not np.isfinite(norm):
-            return None
+            raise UnusableQuery("the query embedding is zero or not finite")
         return vector / norm
 
     def _build_approximate(self, count: int) -> None:
