@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 import pydantic
 
 from bot import metrics, model_client
-from bot.model_client import Answer, ModelError
+from bot.model_client import Answer, ModelError, Usage
 from bot.outcomes import Deferred, Ignored, PermanentError, Transient
 from playbook import clock, db, model_usage
 from playbook.deliveries import inbox
@@ -147,6 +147,26 @@ def ask(
     settings = services.settings
     if not settings.model_enabled:
         raise Ignored("no model endpoint is set (PLAYBOOK_MODEL_BASE_URL and PLAYBOOK_MODEL)")
+    within_budget(services)
+    client = model_client.make_client(
+        settings.model_base_url or "", settings.model_key, settings.model_timeout_seconds
+    )
+    try:
+        answer = model_client.ask_json(
+            client, settings.model_name or "", messages, schema, max_tokens=max_tokens
+        )
+    except ModelError as error:
+        count(services, error.usage, failed=True)
+        metrics.model_call(purpose, error)
+        raise ending(error) from None
+    count(services, answer.usage, failed=False)
+    metrics.model_call(purpose, answer)
+    return answer
+
+
+def within_budget(services: Services) -> None:
+    """Deferred to the next UTC day when today's calls or tokens are spent (every model job)."""
+    settings = services.settings
     now = clock.now()
     with db.transaction(services.engine) as session:
         spent = model_usage.over_budget(
@@ -157,36 +177,26 @@ def ask(
         )
     if spent:
         raise Deferred(f"{spent}; waiting for the next UTC day", model_usage.next_day(now))
-    client = model_client.make_client(
-        settings.model_base_url or "", settings.model_key, settings.model_timeout_seconds
-    )
-    try:
-        answer = model_client.ask_json(
-            client, settings.model_name or "", messages, schema, max_tokens=max_tokens
-        )
-    except ModelError as error:
-        _count(services, error.usage.calls, error.usage.total_tokens, failed=True)
-        metrics.model_call(purpose, error)
-        raise _ending(error) from None
-    _count(services, answer.usage.calls, answer.usage.total_tokens, failed=False)
-    metrics.model_call(purpose, answer)
-    return answer
 
 
-def _count(services: Services, calls: int, tokens: int, *, failed: bool) -> None:
+def count(services: Services, usage: Usage, *, failed: bool) -> None:
+    """Add what a request cost to today's usage, shared by every worker's budget."""
     with db.transaction(services.engine) as session:
         model_usage.add(
             session,
             model_usage.day_of(clock.now()),
-            calls=calls,
-            tokens=tokens,
+            calls=usage.calls,
+            tokens=usage.total_tokens,
             failures=1 if failed else 0,
         )
 
 
-def _ending(error: ModelError) -> Exception:
-    """How a failed model call ends the job's attempt (see `ask`)."""
-    said = f"model endpoint: {error}"
+def ending(
+    error: ModelError, *, endpoint: str = "model endpoint", fixes: dict[str, str] | None = None
+) -> Exception:
+    """How a failed model call ends the job's attempt (see `ask`); ``fixes`` name the setting
+    to change for each failure no retry cures."""
+    said = f"{endpoint}: {error}"
     if error.reason == "rate_limited":
         wait = (
             timedelta(seconds=error.retry_after)
@@ -196,7 +206,7 @@ def _ending(error: ModelError) -> Exception:
         return Deferred(said, clock.now() + max(wait, timedelta(seconds=1)))
     if error.transient:
         return Transient(said)
-    fix = _FIXES.get(error.reason, "fix it")
+    fix = (_FIXES if fixes is None else fixes).get(error.reason, "fix it")
     return PermanentError(f"{said}; {fix}, then `playbook-bot deliveries replay` this job")
 
 

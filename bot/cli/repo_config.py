@@ -31,6 +31,7 @@ _FALLBACKS = {
     "demote_policy": "PLAYBOOK_DEMOTE_POLICY",
     "capture_from_reviews": "PLAYBOOK_CAPTURE_FROM_REVIEWS",
     "holdout_percent": "PLAYBOOK_HOLDOUT_PERCENT",
+    "context_budget": "PLAYBOOK_CONTEXT_BUDGET",
 }
 
 
@@ -191,6 +192,7 @@ def _installation_value(key: str, settings: Settings, engine: Engine) -> tuple[A
         "max_lessons": settings.lessons_per_ticket,
         "demote_policy": settings.demote_policy.value,
         "capture_from_reviews": settings.capture_from_reviews.value,
+        "context_budget": settings.context_budget,
     }[key]
     return value, f"{variable}={value}"
 

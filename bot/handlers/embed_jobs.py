@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from bot import embeddings, metrics
+from bot import embeddings, metrics, model_jobs
 from bot.handlers.context import Ignored, PermanentError
 from bot.handlers.router import Event, Router
-from bot.model_client import ModelError, Usage
-from bot.outcomes import Deferred, Transient
-from playbook import clock, db, model_usage
+from bot.model_client import ModelError
+from playbook import db
 from playbook.models import Bullet
 from playbook.search import vectors
 
@@ -86,50 +85,19 @@ def ask(services: Services, texts: Sequence[str]) -> embeddings.Embedded:
     PermanentError naming the setting to fix. Every request counts against the budget.
     """
     settings = services.settings
-    now = clock.now()
-    with db.transaction(services.engine) as session:
-        spent = model_usage.over_budget(
-            session,
-            now,
-            daily_calls=settings.model_daily_calls,
-            daily_tokens=settings.model_daily_tokens,
-        )
-    if spent:
-        raise Deferred(f"{spent}; waiting for the next UTC day", model_usage.next_day(now))
+    model_jobs.within_budget(services)
     client = embeddings.make_client(settings, settings.model_timeout_seconds)
     try:
         got = embeddings.embed(client, settings.embedding_model or "", texts)
     except ModelError as error:
-        _count(services, error.usage, failed=True)
+        model_jobs.count(services, error.usage, failed=True)
         metrics.model_call(embeddings.PURPOSE, error)
         raise ending(error) from None
-    _count(services, got.usage, failed=False)
+    model_jobs.count(services, got.usage, failed=False)
     metrics.model_call(embeddings.PURPOSE, embeddings.as_answer(got))
     return got
 
 
-def _count(services: Services, usage: Usage, *, failed: bool) -> None:
-    with db.transaction(services.engine) as session:
-        model_usage.add(
-            session,
-            model_usage.day_of(clock.now()),
-            calls=usage.calls,
-            tokens=usage.total_tokens,
-            failures=1 if failed else 0,
-        )
-
-
 def ending(error: ModelError) -> Exception:
     """How a failed embeddings call ends the job's attempt (see `ask`)."""
-    said = f"embedding endpoint: {error}"
-    if error.reason == "rate_limited":
-        wait = (
-            timedelta(seconds=error.retry_after)
-            if error.retry_after is not None
-            else RATE_LIMIT_WAIT
-        )
-        return Deferred(said, clock.now() + max(wait, timedelta(seconds=1)))
-    if error.transient:
-        return Transient(said)
-    fix = _FIXES.get(error.reason, "fix it")
-    return PermanentError(f"{said}; {fix}, then `playbook-bot deliveries replay` this job")
+    return model_jobs.ending(error, endpoint="embedding endpoint", fixes=_FIXES)

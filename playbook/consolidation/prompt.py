@@ -23,7 +23,7 @@ MEMBER_CHARS = 2000
 # A merged lesson is about one member long; room for the ids and the kept list besides.
 MAX_ANSWER_TOKENS = 1500
 # What stands in for a credential: the model endpoint is a server of its own, maybe another's.
-MASK = "[credential removed]"
+MASK = secrets.REMOVED
 
 SYSTEM = (
     "You maintain a playbook of short lessons for AI coding agents. You are given a group of "
@@ -58,14 +58,7 @@ def _quoted(text: str) -> str:
 
 def masked(text: str) -> str:
     """``text`` with every credential the scanner finds replaced by `MASK`."""
-    found = secrets.find(text)
-    if not found:
-        return text
-    lines = text.splitlines(keepends=True)  # split where the scanner splits
-    for finding in reversed(found):  # right to left, so earlier spans keep their places
-        line = lines[finding.line - 1]
-        lines[finding.line - 1] = line[: finding.start - 1] + MASK + line[finding.end :]
-    return "".join(lines)
+    return secrets.without_credentials(text)
 
 
 def messages(members: Sequence[tuple[str, str]]) -> list[dict[str, str]]:

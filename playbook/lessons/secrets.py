@@ -382,6 +382,23 @@ class HoldsCredential(FieldProblem):
         self.findings = findings
 
 
+# What a credential becomes in text sent to the model endpoint (often another company's server).
+REMOVED = "[credential removed]"
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with each credential the scanner finds in it replaced by `REMOVED`."""
+    found = find(text)
+    if not found:
+        return text
+    lines = text.splitlines(keepends=True)  # split where the scanner splits
+    # From the end of each line backwards, so earlier findings' positions still hold.
+    for finding in reversed(found):
+        line = lines[finding.line - 1]
+        lines[finding.line - 1] = line[: finding.start - 1] + REMOVED + line[finding.end :]
+    return "".join(lines)
+
+
 def refuse(field: str, value: str | None) -> None:
     """Raise HoldsCredential naming ``field`` when ``value`` holds a credential."""
     found = find(value)

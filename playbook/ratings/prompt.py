@@ -28,7 +28,7 @@ LESSON_CHARS = 600
 # What a rating answer may cost: ~60 tokens per lesson and some slack.
 MAX_ANSWER_TOKENS = 1200
 # What a credential in the PR's text becomes before it is sent (see `without_credentials`).
-CREDENTIAL = "[credential removed]"
+CREDENTIAL = secrets.REMOVED
 
 SYSTEM = (
     "You review finished software work. You are given lessons that were shown to the author "
@@ -88,15 +88,7 @@ def without_credentials(text: str) -> str:
     A PR's text goes to the model endpoint, often another company's service: a token pasted
     in a description or committed in a diff must not travel further than it already has.
     """
-    found = secrets.find(text)
-    if not found:
-        return text
-    lines = text.splitlines(keepends=True)
-    # From the end of each line backwards, so earlier findings' positions still hold.
-    for finding in reversed(found):
-        line = lines[finding.line - 1]
-        lines[finding.line - 1] = line[: finding.start - 1] + CREDENTIAL + line[finding.end :]
-    return "".join(lines)
+    return secrets.without_credentials(text)
 
 
 # A marker written inside the data, in any case or spacing, would end it early for the model.

@@ -62,7 +62,7 @@ class ReflectionAnswer(BaseModel):
 # A marker written inside the data, in any case or spacing, would end it early for the model.
 _MARKER = re.compile(r"<\s*(/?)\s*feedback\s*>", re.IGNORECASE)
 # What stands in for a credential: the model is a server of its own, maybe someone else's.
-MASK = "[credential removed]"
+MASK = secrets.REMOVED
 
 
 def _quoted(text: str) -> str:
@@ -71,14 +71,7 @@ def _quoted(text: str) -> str:
 
 def _masked(text: str) -> str:
     """``text`` with every credential the scanner finds replaced by `MASK`."""
-    found = secrets.find(text)
-    if not found:
-        return text
-    lines = text.splitlines(keepends=True)  # split where the scanner splits
-    for finding in reversed(found):  # right to left, so earlier spans keep their places
-        line = lines[finding.line - 1]
-        lines[finding.line - 1] = line[: finding.start - 1] + MASK + line[finding.end :]
-    return "".join(lines)
+    return secrets.without_credentials(text)
 
 
 def messages(feedback: Sequence[Feedback], pr_title: str) -> list[dict[str, str]]:
