@@ -11,7 +11,6 @@ from flask_openapi3 import Info, OpenAPI, SecurityScheme
 from sqlalchemy import Engine, exc
 from werkzeug.exceptions import HTTPException
 
-from bot import embeddings
 from bot.config import Settings
 from bot.logs import add_secrets
 from playbook import db
@@ -73,6 +72,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     settings = settings or Settings()
     add_secrets(settings.secret_values())
     # The semantic rerank's hook and job listener follow these settings (off without a model).
+    # Imported here: it loads the metrics, which gunicorn's settings must configure first.
+    from bot import embeddings
+
     embeddings.install(settings)
     app = _PlaybookOpenAPI(
         __name__,
