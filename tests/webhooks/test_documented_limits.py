@@ -158,9 +158,16 @@ def client(engine: Engine, settings: Any) -> Any:
         # Consolidations 1 and 2, of pb-3 and pb-4, and of pb-5 and pb-6.
         texts = ("Pin base images", "Sign releases", "Vendor fonts", "Cache wheels in CI")
         added = [lifecycle.add(session, t, learned_from="CTMS-3", actor="t") for t in texts]
+        made = []
         for pair in (added[:2], added[2:]):
             group = Group(member_ids=tuple(a.bullet.id for a in pair), similarity=0.9)
-            consolidations.propose(session, "global", [group])
+            made += consolidations.propose(session, "global", [group])
+        first, second = (str(c.id) for c in made)
+    # PostgreSQL's sequences do not start again for each test: the ids are the ones made here.
+    for action, number in (("", first), ("/accept", first), ("/undo", first), ("/reject", second)):
+        method = "get" if not action else "post"
+        key = (method, f"/api/v1/consolidations/{{id}}{action}")
+        VALID[key] = ({"id": number}, *VALID[key][1:])
     app = create_app(settings.model_copy(update={"api_token": TOKEN}), engine=engine)
     return app.test_client()
 
