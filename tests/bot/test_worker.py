@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, select
-from werkzeug.serving import make_server
 
 from bot.config import Settings
 from bot.handlers.router import Event, Router
@@ -25,7 +24,7 @@ from playbook.deliveries import inbox
 from playbook.models import Delivery
 from tests.bot.processes import spawn_worker
 from tests.payloads import fixture_body
-from tests.support import GITHUB_SECRET
+from tests.support import GITHUB_SECRET, serving
 from webhooks import create_app
 from webhooks.signatures import sign
 
@@ -216,11 +215,8 @@ def test_delivery_id_is_on_every_log_line(engine, make_worker, capsys) -> None:
 
 @pytest.fixture
 def live_server(engine: Engine, settings: Settings):
-    server = make_server("127.0.0.1", 0, create_app(settings, engine=engine), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with serving(create_app(settings, engine=engine)) as url:
+        yield url
 
 
 def post(url: str, body: bytes, delivery: str) -> int:

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask, request
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import WSGIRequestHandler
+
+from tests.support import start_serving, stop_serving
 
 
 class _Quiet(WSGIRequestHandler):
@@ -47,6 +49,7 @@ class FakeServer:
         self.failures: list[Failure] = []
         self._lock = threading.Lock()
         self._server: Any = None
+        self._thread: Any = None
         self.url = ""
 
         @self.app.before_request
@@ -73,16 +76,15 @@ class FakeServer:
 
     def start(self) -> str:
         """Serve on 127.0.0.1 at a free port; returns the base URL."""
-        self._server = make_server("127.0.0.1", 0, self.app, threaded=True, request_handler=_Quiet)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server, self._thread = start_serving(self.app, request_handler=_Quiet)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         return self.url
 
     def stop(self) -> None:
-        """Stop serving."""
+        """Stop serving (at once: see ``tests.support.SHUTDOWN_POLL_SECONDS``)."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_serving(self._server, self._thread)
+            self._server = None
 
     def fail(
         self,
