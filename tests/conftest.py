@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import Engine, create_engine, delete, text, update
 from sqlalchemy.engine import make_url
 
@@ -19,6 +20,14 @@ from tests.payloads import fixture_body
 from tests.support import GITHUB_SECRET, JIRA_SECRET
 
 PG_ENV = "PLAYBOOK_TEST_DATABASE_URL"
+
+# Property tests keep hypothesis' 100 examples (a test that needs more or fewer says so) but no
+# deadline: a 200 ms deadline fails a correct test on a busy machine, and a hang is caught
+# anyway (with no deadline, generation counts as too slow only after 30 s). Loaded here, before
+# any test module builds its own settings, so theirs inherit it; `--hypothesis-profile default`
+# runs with hypothesis' own defaults instead.
+hypothesis_settings.register_profile("ci", deadline=None, max_examples=100, print_blob=True)
+hypothesis_settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

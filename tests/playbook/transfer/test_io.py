@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, func, select, update
 
@@ -518,7 +518,7 @@ _values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.dictionaries(st.text(max_size=12), _values, max_size=5), max_size=6))
 def test_streaming_yaml_reads_what_safe_load_reads(entries: list[dict]) -> None:
     text = yaml.safe_dump(entries, allow_unicode=True, default_flow_style=False)
