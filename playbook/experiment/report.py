@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from sqlalchemy import ColumnElement, Float, Select, Text, case, cast, extract, func, select, true
 from sqlalchemy.orm import Session
 
@@ -88,8 +87,10 @@ def _listed(session: Session, values: Any) -> Any:
     return func.group_concat(values, ",")
 
 
-def _numbers(listed: str | None) -> np.ndarray:
-    return np.array(listed.split(",") if listed else [], dtype=float)
+def _numbers(listed: str | None) -> list[float]:
+    """The numbers of a ``_listed`` text (plain floats: numpy would cost every import of this
+    module 0.1 s, and one list per arm is cheap either way)."""
+    return [float(value) for value in listed.split(",")] if listed else []
 
 
 def _arms(session: Session, window: ColumnElement[bool]) -> tuple[dict[str, ArmCounts], float]:
@@ -118,8 +119,8 @@ def _arms(session: Session, window: ColumnElement[bool]) -> tuple[dict[str, ArmC
             int(with_outcome or 0),
             int(merged_count or 0),
             # A ticket merged before the bot enrolled it (a link found late) took no time.
-            np.maximum(_numbers(hours), 0.0).tolist(),
-            _numbers(rounds).astype(int).tolist(),
+            [h if h > 0 else 0.0 for h in _numbers(hours)],
+            [int(r) for r in _numbers(rounds)],
         )
     # Each ticket was held out with its own percent's chance: the expected share is their mean.
     return arms, percents / tickets / 100 if tickets else 0.0
@@ -202,12 +203,15 @@ def build(
     """The report on the tickets assigned in [since, until), JSON-ready (times as ISO text).
 
     ``experiment`` (the running period and every period), ``window``, then
-    ``statistics.compare``'s ``srm``, ``arms``, ``difference``, ``verdict`` and ``needed``;
+    ``arms.compare``'s ``srm``, ``arms``, ``difference``, ``verdict`` and ``needed``;
     ``lessons``: each lesson with at least ``min_tickets`` tickets with an outcome on both
     sides (among the window's tickets), most harmful first; ``measured_harmful`` and
     ``measured_helpful``, their ids; ``min_tickets``. With ``scopes`` (a caller bound to
     scopes), only lessons of those scopes are listed; the arms count every ticket.
     """
+    # scipy and statsmodels (over a second to import) serve only the whole report.
+    from playbook.experiment import arms as both_arms
+
     window = _window(since, until)
     arms, share = _arms(session, window)
     periods = assignment.periods(session)
@@ -218,7 +222,7 @@ def build(
         last = running or (periods[-1] if periods else None)
         expected = last.percent / 100 if last is not None else 0.0
     # The chi-square needs a share strictly inside (0, 1); with no ticket it reads nothing.
-    compared = statistics.compare(arms["shown"], arms["held_out"], expected or 0.5, seed)
+    compared = both_arms.compare(arms["shown"], arms["held_out"], expected or 0.5, seed)
     compared["srm"]["expected_held_out_share"] = expected or None
     effects = _effects(session, window, min_tickets)
     bullets = {

@@ -1,41 +1,21 @@
-"""The holdout's statistics: merge rates, their difference, power, sample ratio and verdicts."""
+"""The holdout's merge-rate statistics in closed form: Wilson, Newcombe, the score test, Holm.
+
+Every lesson's effect (the CLI's ``show``, a lesson read over MCP or HTTP, the web page) goes
+through here, so this module imports nothing beyond the standard library: scipy, statsmodels and
+pandas cost over a second of start-up, and statsmodels' Holm runs a ``gc.collect()`` on every
+call (seconds in a large process). The whole-experiment report's bootstrap, power and sample
+ratio live in ``arms``, which only ``report.build`` imports.
+"""
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
-import numpy as np
-from scipy import stats
-from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.power import NormalIndPower
-from statsmodels.stats.proportion import (
-    confint_proportions_2indep,
-    proportion_confint,
-    proportion_effectsize,
-    test_proportions_2indep,
-)
-from statsmodels.tools.sm_exceptions import ConvergenceWarning
-
 ALPHA = 0.05
-POWER = 0.8
-# Real sample ratio mismatches (a broken assignment, lost logs) give p-values far below this;
-# the check runs again every time the report is read, so a looser threshold would raise false
-# alarms that teach readers to ignore it (Fabijan et al., "Diagnosing Sample Ratio Mismatch",
-# KDD 2019, use the same 0.001).
-SRM_P_VALUE = 0.001
-# Fewer merge times than this make a bootstrap interval of the median no more than their range.
-MIN_BOOTSTRAP_VALUES = 5
-BOOTSTRAP_RESAMPLES = 9_999
-# From this many values on, the interval comes from the bootstrap distribution itself rather
-# than from resamples: 9,999 resamples of n values cost n x 9,999 draws and medians (30 s for
-# 50,000 merge times), the exact distribution one binomial tail per distinct value (ms).
-EXACT_BOOTSTRAP_FROM = 1_000
-# The differences the report says how many tickets would detect, in points of merge rate.
-DETECTABLE_POINTS = (5, 10)
 MIN_TICKETS = 20
 
 Interval = tuple[float, float]
@@ -86,12 +66,16 @@ class Comparison:
         return self.low > 0 or self.high < 0
 
 
+def critical_value(alpha: float = ALPHA) -> float:
+    """The standard normal quantile a two-sided 1 - alpha interval reaches: 1.96 for 5%."""
+    return NormalDist().inv_cdf(1 - alpha / 2)
+
+
 def wilson_interval(merged: int, n: int, alpha: float = ALPHA) -> Interval | None:
     """The Wilson score interval of merged/n; None when n is 0."""
     if n <= 0:
         return None
-    low, high = proportion_confint(merged, n, alpha=alpha, method="wilson")
-    return _around(merged / n, float(low), float(high), floor=0.0)
+    return _around(merged / n, *_wilson(merged, n, critical_value(alpha)), floor=0.0)
 
 
 def newcombe_difference(
@@ -100,204 +84,45 @@ def newcombe_difference(
     """m1/n1 minus m2/n2 with Newcombe's hybrid score interval; None if either n is 0."""
     if n1 <= 0 or n2 <= 0:
         return None
-    # statsmodels spells it "newcomb": Newcombe's (1998) method 10, Wilson intervals combined.
-    low, high = confint_proportions_2indep(
-        m1, n1, m2, n2, method="newcomb", compare="diff", alpha=alpha
-    )
-    difference = m1 / n1 - m2 / n2
-    return Comparison(difference, *_around(difference, float(low), float(high), floor=-1.0))
+    return _newcombe(m1, n1, m2, n2, critical_value(alpha))
 
 
-def bootstrap_median_ci(
-    values: Sequence[float], seed: int = 0, alpha: float = ALPHA
-) -> Interval | None:
-    """A percentile bootstrap interval of the median, the same for the same seed; None if few.
+def score_p_value(m1: int, n1: int, m2: int, n2: int) -> float:
+    """The two-sided p-value of m1/n1 - m2/n2 = 0 by the score test (both n above 0).
 
-    Up to EXACT_BOOTSTRAP_FROM values it resamples; from there on it reads the same interval
-    off the bootstrap distribution itself (``exact_bootstrap_median_ci``), which is what the
-    resamples estimate and costs milliseconds where resampling would cost seconds.
+    The score test's variance is the pooled rate's, times N/(N - 1) (Miettinen and Nurminen,
+    1985; statsmodels' ``test_proportions_2indep(method="score")``): its z squared is Pearson's
+    chi-square times (N - 1)/N, the "N - 1" chi-square. When both sides merged all (or none) of
+    their tickets the variance is 0 and so is the difference: p is 1, not NaN.
     """
-    if len(values) < MIN_BOOTSTRAP_VALUES:
-        return None
-    if len(values) >= EXACT_BOOTSTRAP_FROM:
-        return exact_bootstrap_median_ci(values, alpha)
-    return resampled_median_ci(values, seed, alpha)
+    total = n1 + n2
+    pooled = (m1 + m2) / total
+    variance = (pooled * (1 - pooled) / n1 + pooled * (1 - pooled) / n2) * (total / (total - 1))
+    if variance <= 0:
+        return 1.0
+    z = (m1 / n1 - m2 / n2) / math.sqrt(variance)
+    # Two normal tails: 2 (1 - Phi(|z|)) = erfc(|z| / sqrt 2), exact far into the tails.
+    return min(math.erfc(abs(z) / math.sqrt(2)), 1.0)
 
 
-def resampled_median_ci(
-    values: Sequence[float], seed: int = 0, alpha: float = ALPHA
-) -> Interval | None:
-    """The percentile bootstrap interval of the median from BOOTSTRAP_RESAMPLES resamples."""
-    if len(values) < MIN_BOOTSTRAP_VALUES:
-        return None
-    # Percentile, not scipy's default BCa: BCa's jackknife divides by zero when merge times
-    # tie (they often do, rounded to hours), giving NaN and a RuntimeWarning.
-    result = stats.bootstrap(
-        (np.asarray(values, dtype=float),),
-        np.median,
-        confidence_level=1 - alpha,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    low, high = result.confidence_interval
-    return float(low), float(high)
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[tuple[float, bool]]:
+    """Holm's step-down adjusted p-value of each p-value, in order, and whether it is rejected.
 
-
-def exact_bootstrap_median_ci(values: Sequence[float], alpha: float = ALPHA) -> Interval | None:
-    """The percentile bootstrap interval of the median, from the exact bootstrap distribution.
-
-    A resample of n draws from the sample has its k-th smallest value at most x(j), the
-    sample's j-th smallest, exactly when at least k draws fall among x(1)..x(j), each with
-    probability j/n: P(k-th <= x(j)) = P(Binomial(n, j/n) >= k) (Efron, 1982). Its quantiles
-    are what infinitely many resamples would give. For odd n the median is the (n+1)/2-th
-    value; for even n, np.median's average of the n/2-th and the next lies between their
-    quantiles, and their mean is taken: one order statistic apart, far inside the interval at
-    the sizes this serves.
+    The k-th smallest of m p-values is multiplied by m - k + 1, each adjusted value is the
+    largest so far (so they rise with the p-values) and at most 1; rejection stops at the
+    first p-value above alpha / (m - k + 1) (Holm, 1979), as statsmodels'
+    ``multipletests(method="holm")`` decides it.
     """
-    if len(values) < MIN_BOOTSTRAP_VALUES:
-        return None
-    distinct, counts = np.unique(np.asarray(values, dtype=float), return_counts=True)
-    n = int(counts.sum())
-    # Draws among the values up to each distinct one: j for its last copy.
-    share = np.cumsum(counts) / n
-    middles = (n // 2, n // 2 + 1) if n % 2 == 0 else ((n + 1) // 2,)
-    ends = []
-    for q in (alpha / 2, 1 - alpha / 2):
-        found = []
-        for k in middles:
-            cdf = stats.binom.sf(k - 1, n, share)
-            # The smallest value whose CDF reaches q (the last one's is 1, bar rounding).
-            index = min(int(np.searchsorted(cdf, q, side="left")), len(distinct) - 1)
-            found.append(float(distinct[index]))
-        ends.append(sum(found) / len(found))
-    return ends[0], ends[1]
-
-
-def tickets_needed(
-    p_base: float, difference: float, power: float = POWER, alpha: float = ALPHA
-) -> int | None:
-    """Tickets with an outcome per arm to detect a difference of this size from p_base.
-
-    Both directions that stay within [0, 1] are tried and the larger need is returned, since
-    the test is two-sided; None when the difference is 0, fits neither way or is 0% against
-    100% (where statsmodels' solver finds no size).
-    """
-    size = abs(difference)
-    if size == 0 or not 0 <= p_base <= 1:
-        return None
-    needs = []
-    for other in (p_base + size, p_base - size):
-        if 0 <= other <= 1:
-            effect = proportion_effectsize(other, p_base)
-            # At the largest effect (0% against 100%) the root finder steps to negative sample
-            # sizes and gives up: a warning and NaN, which is read here as "cannot say".
-            with (
-                np.errstate(invalid="ignore"),
-                warnings.catch_warnings(action="ignore", category=ConvergenceWarning),
-            ):
-                n = NormalIndPower().solve_power(
-                    effect_size=effect, power=power, alpha=alpha, ratio=1.0
-                )
-            if math.isfinite(n):
-                needs.append(math.ceil(float(n)))
-    return max(needs) if needs else None
-
-
-def sample_ratio_mismatch(shown: int, held_out: int, held_out_share: float) -> dict[str, Any]:
-    """Arm sizes tested against the configured split (chi-square); a mismatch is a warning."""
-    if not 0 < held_out_share < 1:
-        raise ValueError(f"held_out_share must be between 0 and 1, got {held_out_share}")
-    total = shown + held_out
-    report: dict[str, Any] = {
-        "expected_held_out_share": held_out_share,
-        "observed_held_out_share": held_out / total if total else None,
-        "p_value": None,
-        "mismatch": False,
-        "warning": None,
-    }
-    if total == 0:
-        return report
-    expected = [total * (1 - held_out_share), total * held_out_share]
-    p_value = float(stats.chisquare([shown, held_out], f_exp=expected).pvalue)
-    report["p_value"] = p_value
-    if p_value < SRM_P_VALUE:
-        report["mismatch"] = True
-        report["warning"] = (
-            f"Sample ratio mismatch: {shown:,} tickets shown and {held_out:,} held out, against "
-            f"a configured {round(100 * (1 - held_out_share))}/{round(100 * held_out_share)} "
-            f"split (p < {SRM_P_VALUE}): the assignment or its logging is broken, so no effect "
-            "below can be trusted."
-        )
-    return report
-
-
-def verdict_sentence(shown: ArmCounts, held_out: ArmCounts) -> str:
-    """One plain sentence on the merge-rate difference that claims no more than the data show."""
-    comparison = newcombe_difference(
-        shown.merged, shown.with_outcome, held_out.merged, held_out.with_outcome
-    )
-    if comparison is None:
-        return "Not enough data: an arm has no ticket with an outcome yet."
-    points = round(100 * comparison.difference)
-    if points > 0:
-        how = f"{points} points more often than"
-    elif points < 0:
-        how = f"{-points} points less often than"
-    else:
-        how = "about as often as"
-    head = (
-        f"Tickets shown lessons merged {how} tickets held out "
-        f"(95% CI {_points(comparison.low)} to {_points(comparison.high)})"
-    )
-    if comparison.low > 0:
-        return f"{head}: the whole interval is above zero, so this is unlikely to be chance."
-    if comparison.high < 0:
-        return f"{head}: the whole interval is below zero, so this is unlikely to be chance."
-    base = held_out.merge_rate
-    needed = None if base is None else tickets_needed(base, comparison.difference)
-    if needed is None:
-        return f"{head}: not conclusive yet."
-    more = needed - min(shown.with_outcome, held_out.with_outcome)
-    if more <= 0:
-        return (
-            f"{head}: not conclusive yet; the arms are already large enough for a difference "
-            "this size, so the true difference is likely smaller or none."
-        )
-    return (
-        f"{head}: not conclusive yet; about {more:,} more tickets with an outcome in each arm "
-        "would show a difference this size."
-    )
-
-
-def compare(
-    shown: ArmCounts, held_out: ArmCounts, held_out_share: float, seed: int = 0
-) -> dict[str, Any]:
-    """The report on both arms: sample ratio, each arm, the difference, a verdict, tickets needed.
-
-    A sample ratio mismatch comes first in the report and leads the verdict, since it makes
-    any effect untrustworthy.
-    """
-    srm = sample_ratio_mismatch(shown.tickets, held_out.tickets, held_out_share)
-    comparison = newcombe_difference(
-        shown.merged, shown.with_outcome, held_out.merged, held_out.with_outcome
-    )
-    verdict = verdict_sentence(shown, held_out)
-    if srm["mismatch"]:
-        verdict = f"{srm['warning']} {verdict}"
-    return {
-        "srm": srm,
-        "arms": {"shown": _arm(shown, seed), "held_out": _arm(held_out, seed)},
-        "difference": {
-            "merge_rate": None if comparison is None else comparison.difference,
-            "ci": None if comparison is None else [comparison.low, comparison.high],
-        },
-        "verdict": verdict,
-        "needed": [
-            {"points": p, "tickets_per_arm": tickets_needed(_base_rate(shown, held_out), p / 100)}
-            for p in DETECTABLE_POINTS
-        ],
-    }
+    m = len(p_values)
+    adjusted: list[tuple[float, bool]] = [(1.0, False)] * m
+    largest = 0.0
+    rejecting = True
+    for k, i in enumerate(sorted(range(m), key=p_values.__getitem__)):
+        p = p_values[i]
+        rejecting = rejecting and not p > alpha / (m - k)
+        largest = max(largest, p * (m - k))
+        adjusted[i] = (min(largest, 1.0), rejecting)
+    return adjusted
 
 
 def lesson_effect(
@@ -322,44 +147,20 @@ def lesson_effects(
     step-down still rejects "no difference" for it. Each effect carries ``p_value``,
     ``adjusted_p_value`` (None outside the family) and ``compared``, the family's size (None
     outside it).
-
-    statsmodels computes the intervals and the tests over arrays: one call for thousands of
-    lessons costs about what one lesson's does, where a call each would cost a report 0.15 ms
-    a lesson.
     """
-    usable = [i for i, (s, h) in enumerate(sides) if s.with_outcome > 0 and h.with_outcome > 0]
+    z = critical_value(ALPHA)
     comparisons: list[Comparison | None] = [None] * len(sides)
     p_values: list[float | None] = [None] * len(sides)
-    if usable:
-        m1 = np.array([sides[i][0].merged for i in usable])
-        n1 = np.array([sides[i][0].with_outcome for i in usable])
-        m2 = np.array([sides[i][1].merged for i in usable])
-        n2 = np.array([sides[i][1].with_outcome for i in usable])
-        lows, highs = confint_proportions_2indep(
-            m1, n1, m2, n2, method="newcomb", compare="diff", alpha=ALPHA
-        )
-        differences = m1 / n1 - m2 / n2
-        tested = _score_p_values(m1, n1, m2, n2)
-        for i, difference, low, high, p in zip(
-            usable, differences, lows, highs, tested, strict=True
-        ):
-            d = float(difference)
-            comparisons[i] = Comparison(d, *_around(d, float(low), float(high), floor=-1.0))
-            p_values[i] = float(p)
-    family = [
-        i for i in usable if min(sides[i][0].with_outcome, sides[i][1].with_outcome) >= min_tickets
-    ]
-    adjusted: dict[int, tuple[float, bool]] = {}
-    if family:
-        # statsmodels' Holm ends with a gc.collect(): tens of ms in a large process, once a
-        # report.
-        rejected, corrected, _, _ = multipletests(
-            [p_values[i] for i in family], alpha=ALPHA, method="holm"
-        )
-        adjusted = {
-            i: (min(float(q), 1.0), bool(r))
-            for i, q, r in zip(family, corrected, rejected, strict=True)
-        }
+    family: dict[int, float] = {}
+    for i, (shown, held_out) in enumerate(sides):
+        if shown.with_outcome <= 0 or held_out.with_outcome <= 0:
+            continue
+        sizes = (shown.merged, shown.with_outcome, held_out.merged, held_out.with_outcome)
+        comparisons[i] = _newcombe(*sizes, z)
+        p_values[i] = p = score_p_value(*sizes)
+        if min(shown.with_outcome, held_out.with_outcome) >= min_tickets:
+            family[i] = p
+    adjusted = dict(zip(family, holm(list(family.values()), ALPHA), strict=True))
     return [
         _effect(
             shown,
@@ -375,19 +176,30 @@ def lesson_effects(
     ]
 
 
-def _score_p_values(m1: np.ndarray, n1: np.ndarray, m2: np.ndarray, n2: np.ndarray) -> np.ndarray:
-    """Two-sided p-values of m1/n1 - m2/n2 = 0 by the score test, over arrays.
+def _wilson(merged: int, n: int, z: float) -> Interval:
+    """Wilson's (1927) interval of merged/n (n above 0) at critical value z, within [0, 1].
 
-    When both sides merged all (or none) of their tickets the pooled rate is 1 (or 0), the
-    test's variance 0 and its p-value NaN: the difference is exactly 0, so p is 1.
+    (p + z²/2n ± z·sqrt(p(1 - p)/n + z²/4n²)) / (1 + z²/n), in statsmodels' order of
+    operations; its ends lie in [0, 1] exactly, and are clipped there against rounding.
     """
-    # statsmodels also computes the ratio and odds ratio, which divide by zero at 0% or 100%.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        result = test_proportions_2indep(
-            m1, n1, m2, n2, method="score", compare="diff", alternative="two-sided"
-        )
-    p = np.atleast_1d(np.asarray(result.pvalue, dtype=float))
-    return np.clip(np.nan_to_num(p, nan=1.0), 0.0, 1.0)
+    p = merged / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n**2)) / denominator
+    return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def _newcombe(m1: int, n1: int, m2: int, n2: int, z: float) -> Comparison:
+    """Newcombe's (1998) method 10 for m1/n1 - m2/n2 (both n above 0): each side's Wilson
+    interval, the distances from each rate to its ends combined in quadrature."""
+    p1, p2 = m1 / n1, m2 / n2
+    low1, high1 = _wilson(m1, n1, z)
+    low2, high2 = _wilson(m2, n2, z)
+    difference = p1 - p2
+    low = difference - math.sqrt((p1 - low1) ** 2 + (high2 - p2) ** 2)
+    high = difference + math.sqrt((p2 - low2) ** 2 + (high1 - p1) ** 2)
+    return Comparison(difference, *_around(difference, low, high, floor=-1.0))
 
 
 def _effect(
@@ -401,8 +213,8 @@ def _effect(
     """A lesson's effect from its two sides, their difference's interval and test; ``adjusted``
     is its Holm-adjusted p-value and whether it is rejected, None outside the family."""
     return {
-        "shown": _counts(shown),
-        "held_out": _counts(held_out),
+        "shown": counts(shown),
+        "held_out": counts(held_out),
         "difference": None if comparison is None else comparison.difference,
         "ci": None if comparison is None else [comparison.low, comparison.high],
         "p_value": p_value,
@@ -431,32 +243,9 @@ def _lesson_verdict(
     return f"no clear effect: {side} zero, but {why}"
 
 
-def _arm(arm: ArmCounts, seed: int) -> dict[str, Any]:
-    """One arm's part of the report."""
-    interval = wilson_interval(arm.merged, arm.with_outcome)
-    hours = bootstrap_median_ci(arm.merge_hours, seed)
-    return {
-        **_counts(arm),
-        "merge_rate": arm.merge_rate,
-        "merge_rate_ci": None if interval is None else list(interval),
-        "median_hours_to_merge": float(np.median(arm.merge_hours)) if arm.merge_hours else None,
-        "median_hours_to_merge_ci": None if hours is None else list(hours),
-        "mean_review_rounds": float(np.mean(arm.review_rounds)) if arm.review_rounds else None,
-    }
-
-
-def _counts(arm: ArmCounts) -> dict[str, int]:
-    """An arm's three counts."""
+def counts(arm: ArmCounts) -> dict[str, int]:
+    """An arm's three counts, as the report shows them."""
     return {"tickets": arm.tickets, "with_outcome": arm.with_outcome, "merged": arm.merged}
-
-
-def _base_rate(shown: ArmCounts, held_out: ArmCounts) -> float:
-    """The rate to size the sample from: held out's, else both arms', else 0.5 (the most)."""
-    if held_out.merge_rate is not None:
-        return held_out.merge_rate
-    with_outcome = shown.with_outcome + held_out.with_outcome
-    # Near 0.5 a difference is hardest to detect, so with no data the need is not understated.
-    return (shown.merged + held_out.merged) / with_outcome if with_outcome else 0.5
 
 
 def _around(estimate: float, low: float, high: float, floor: float) -> Interval:
@@ -466,9 +255,3 @@ def _around(estimate: float, low: float, high: float, floor: float) -> Interval:
     interval ends at 0.9999999999999999), which would show as a 100% rate outside its interval.
     """
     return max(min(low, estimate), floor), min(max(high, estimate), 1.0)
-
-
-def _points(value: float) -> str:
-    """A rate difference as signed percentage points: +18, -2, 0."""
-    points = round(100 * value)
-    return f"{points:+d}" if points else "0"
