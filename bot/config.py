@@ -6,15 +6,17 @@ import hashlib
 import re
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from playbook.experiment import holdout
-from playbook.outcomes.pull_outcome import DemotePolicy
-from playbook.reviews.proposals import CaptureFrom, CaptureSetting
+from playbook.outcomes.demote_policy import DemotePolicy
+from playbook.reviews.capture_from import CaptureFrom, CaptureSetting
+
+if TYPE_CHECKING:
+    from playbook.experiment import holdout
 
 
 @dataclass(frozen=True)
@@ -457,6 +459,8 @@ class Settings(BaseSettings):
     @property
     def experiment(self) -> holdout.Config:
         """The holdout's settings as the domain reads them."""
+        from playbook.experiment import holdout  # the database's models: not for every setting
+
         salt = self.experiment_salt.get_secret_value() if self.experiment_salt else None
         return holdout.Config(percent=self.holdout_percent, salt=salt or None)
 
@@ -523,7 +527,11 @@ class Settings(BaseSettings):
         "embed_backfill_schedule",
     )
     @classmethod
-    def _crontab(cls, value: str) -> str:
+    def _crontab(cls, value: str, info: ValidationInfo) -> str:
+        # pydantic-settings validates defaults too: ours are known good, and every command
+        # would otherwise import the scheduler's cron parser for them.
+        if info.field_name and value == cls.model_fields[info.field_name].default:
+            return value
         from apscheduler.triggers.cron import CronTrigger
 
         try:

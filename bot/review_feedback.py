@@ -27,7 +27,8 @@ from playbook.outcomes import evidence
 from playbook.outcomes.pull_outcome import Closer
 from playbook.outcomes.tracking import PullRequestState
 from playbook.reviews import proposals
-from playbook.reviews.proposals import CaptureFrom, Feedback
+from playbook.reviews.capture_from import CaptureFrom
+from playbook.reviews.proposals import Feedback
 
 if TYPE_CHECKING:
     from bot.repo_settings import Effective

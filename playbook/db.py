@@ -11,7 +11,6 @@ from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, inspect, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.expression import Insert
@@ -38,7 +37,13 @@ def conflict_insert(bind: Engine | Connection | Session, table: Any) -> Insert:
     keeps each in its own dialect's ``insert``; every writer that needs one asks here.
     """
     name = (bind.get_bind() if isinstance(bind, Session) else bind).dialect.name
-    return (postgresql if name == "postgresql" else sqlite).insert(table)  # type: ignore[return-value]
+    # Imported here: the PostgreSQL dialect's module (asyncpg's types, JSON) takes tens of ms
+    # that a command on SQLite need not pay.
+    if name == "postgresql":
+        from sqlalchemy.dialects import postgresql as dialect
+    else:
+        from sqlalchemy.dialects import sqlite as dialect
+    return dialect.insert(table)  # type: ignore[return-value]
 
 
 def make_engine(url: str) -> Engine:

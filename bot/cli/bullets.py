@@ -153,17 +153,17 @@ def add(
 @pass_context
 def list_(ctx: Context, status: str, scope: str | None, as_of: str | None, as_json: bool) -> None:
     """List bullets."""
+    wanted = None if status == "all" else status
     with ctx.transaction() as session:
         if as_of is not None:
-            rows = lifecycle.as_of(session, _parse_as_of(as_of))
+            rows = [
+                row
+                for row in lifecycle.as_of(session, _parse_as_of(as_of))
+                if wanted in (None, row["status"]) and scope in (None, row["scope"])
+            ]
+            rows.sort(key=lambda row: lifecycle.sort_key(row["id"]))
         else:
-            rows = lifecycle.everything(session)
-    rows = [
-        row
-        for row in rows
-        if (status == "all" or row["status"] == status) and (scope is None or row["scope"] == scope)
-    ]
-    rows.sort(key=lambda row: lifecycle.sort_key(row["id"]))
+            rows = lifecycle.everything(session, status=wanted, scope=scope)
     if as_json:
         echo_json(rows)
         return

@@ -17,7 +17,6 @@ from playbook.lessons.checks import check_fields, check_status
 from playbook.lessons.ids import sort_key
 from playbook.models import Bullet, Revision
 from playbook.outcomes.usage import COUNTER_FIELDS
-from playbook.search.retrieval import Retriever
 from playbook.search.text import bullet_tokens, plain_words
 from playbook.version import bump_version
 
@@ -138,6 +137,9 @@ def closest_live(
     is applied to those: a near-duplicate (or a similar lesson) shares many of its words with
     ``text``, so it ranks near the top, and an add costs the same at 100 lessons as at 100,000.
     """
+    # The search index (and numpy) loads with the first check, not with every lesson command.
+    from playbook.search.retrieval import Retriever
+
     live = select(Bullet.id, Bullet.text, Bullet.scope, Bullet.status)
     if bullet_tokens(text):
         # By primary key alone: given the scope too, SQLite plans on the scope index and reads
@@ -441,9 +443,20 @@ def restore(session: Session, bullet_id: str, *, actor: str, reason: str | None 
     )
 
 
-def everything(session: Session) -> list[dict[str, Any]]:
-    """Every bullet with its counters, as `as_dict` gives them."""
-    return [as_dict(bullet) for bullet in session.scalars(select(Bullet))]
+def everything(
+    session: Session, *, status: str | None = None, scope: str | None = None
+) -> list[dict[str, Any]]:
+    """Every bullet (of ``status`` and ``scope``, when given) with its counters, as `as_dict`
+    gives them, in id order. The filters are the query's: a playbook of 20,000 lessons lists
+    its few proposed ones without reading the rest."""
+    query = select(Bullet)
+    if status is not None:
+        query = query.where(Bullet.status == status)
+    if scope is not None:
+        query = query.where(Bullet.scope == scope)
+    rows = [as_dict(bullet) for bullet in session.scalars(query)]
+    rows.sort(key=lambda row: sort_key(row["id"]))
+    return rows
 
 
 def changes_of(session: Session, actions: Sequence[str]) -> list[Revision]:

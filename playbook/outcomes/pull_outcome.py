@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from playbook.lessons import lifecycle
 from playbook.models import PullRequest
 from playbook.outcomes import tracking, usage
+from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.outcomes.evidence import ACTOR
 from playbook.outcomes.tracking import PullRequestState
 from playbook.reviews.proposals import SOURCE as REVIEW_SOURCE
@@ -21,13 +22,6 @@ DEMOTED_UNMERGED = "pr_closed_unmerged"
 # Why the bot deprecated a lesson of a reverted PR: ``reverted (owner/repo#M)``. A later PR for
 # the ticket merging brings it back too (the work landed again), as reverting the revert does.
 DEMOTED_REVERTED = "reverted ("
-
-
-class DemotePolicy(StrEnum):
-    """When a PR closed unmerged demotes the lessons of its tickets (PLAYBOOK_DEMOTE_POLICY)."""
-
-    ALWAYS = "always"
-    NEEDS_REVIEW = "needs-review"  # only when the PR or a ticket is flagged for human review
 
 
 class Access(StrEnum):

@@ -15,8 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from playbook.outcomes.pull_outcome import DemotePolicy
-from playbook.reviews.proposals import CaptureSetting
+from playbook.outcomes.demote_policy import DemotePolicy
+from playbook.reviews.capture_from import CaptureSetting
 
 FILE_PATH = ".github/playbook-bot.yml"
 # The repository of organisation-wide defaults, as GitHub and Probot name it.

@@ -15,11 +15,11 @@ from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import PullRequest, Revision
 from playbook.outcomes import pull_outcome, tracking
+from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.outcomes.pull_outcome import (
     DEMOTED_UNMERGED,
     Access,
     Closer,
-    DemotePolicy,
     LessonFacts,
     Move,
     Need,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playbook.outcomes.pull_outcome import DemotePolicy
+from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.repos.settings import (
     DEFAULT,
     MAX_FILE_BYTES,

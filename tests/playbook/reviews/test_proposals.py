@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.reviews import proposals
+from playbook.reviews.capture_from import CaptureSetting
 from playbook.reviews.proposals import Feedback
 
 PR = "octo-org/widgets#7"
@@ -113,7 +114,7 @@ def test_a_batch_stops_at_the_cap_and_counts_the_rest(engine: Engine) -> None:
 def test_the_setting_reads_yaml_booleans_and_any_case(given: object, expected: str) -> None:
     from pydantic import TypeAdapter, ValidationError
 
-    adapter = TypeAdapter(proposals.CaptureSetting)
+    adapter = TypeAdapter(CaptureSetting)
     assert adapter.validate_python(given).value == expected
     with pytest.raises(ValidationError, match="heuristic"):
         adapter.validate_python("llm")
