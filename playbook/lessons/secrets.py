@@ -76,6 +76,49 @@ _FILTERS = (
     "detect_secrets.filters.heuristic.is_sequential_string",
 )
 
+# What some part of each library plugin's patterns must contain, by plugin: a line holding none
+# of them cannot match any of the library's patterns, so it is not given to the library, and a
+# command that writes ordinary prose never imports it (~0.1 s). Each is a literal part of the
+# plugin's own pattern, or the pattern's long run itself; a test generates strings from every
+# pattern the installed library has and checks that each is caught here.
+_LIBRARY_CUES = {
+    "AWSKeyDetector": r"A3T|ABIA|ACCA|AKIA|ASIA|[0-9a-zA-Z/+]{40}",
+    "AzureStorageKeyDetector": r"AccountKey=",
+    "BasicAuthDetector": r"://",
+    "DiscordBotTokenDetector": r"[MNO][a-zA-Z\d_-]{23,25}\.",  # \d as the plugin has it
+    "GitHubTokenDetector": r"gh[pousr]_",
+    "GitLabTokenDetector": r"gl[a-z]{2,6}-|GR1348941",
+    "JwtTokenDetector": r"eyJ",
+    "MailchimpDetector": r"-us[0-9]",
+    "NpmDetector": r"_authToken",
+    "OpenAIDetector": r"T3BlbkFJ",
+    "PrivateKeyDetector": r"PRIVATE KEY|PuTTY-User-Key-File-2",
+    "PypiTokenDetector": r"pypi-",
+    "SendGridDetector": r"SG\.",
+    "SlackDetector": r"(?i:xox[abposr]-|hooks\.slack\.com)",
+    "SquareOAuthDetector": r"sq0csp-",
+    "StripeDetector": r"k_live_",
+    "TwilioKeyDetector": r"(?:AC|SK)[a-z0-9]{32}",
+}
+# One alternation of literals and bounded runs: linear on any line.
+_LIBRARY_CUE = re.compile("|".join(f"(?:{cue})" for cue in _LIBRARY_CUES.values()))
+# The cues that are not a long run (a word of 20 characters or more) hold one of these; the
+# alternation above, which tries every branch at every position, runs only on a line that
+# has one or such a word (`_may_hold_library_credential`).
+_SHORT_CUES = ("AccountKey=", "://", "eyJ", "-us", "_authToken", "PRIVATE KEY", "pypi-", "SG.")
+_LONG_CUE = 20
+
+
+def _may_hold_library_credential(line: str) -> bool:
+    """Whether a pattern of the library's plugins we use could match in ``line``."""
+    quick = (
+        any(cue in line for cue in _SHORT_CUES)
+        or ("-" in line and ("x" in line or "X" in line))  # Slack's xox?- in any case
+        or any(len(word) >= _LONG_CUE for word in line.split())
+    )
+    return quick and _LIBRARY_CUE.search(line) is not None
+
+
 # What the library leaves out. Fine-grained GitHub tokens: github_pat_, 22 + 59 characters.
 _GITHUB_PAT = re.compile(r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}")
 # Every kind of private key block, encrypted ones too (the library knows RSA, EC, ...).
@@ -100,6 +143,8 @@ _KEY_WORDS = frozenset(
     {"api", "access", "auth", "private", "secret", "client", "signing", "master"}
 )
 _PASS_WORDS = frozenset({"db", "database", "key", "ldap", "smtp", "mysql", "postgres", "redis"})
+# What the last word of every secret-sounding name holds (password and passphrase hold "pass").
+_NAME_CUES = ("pass", "pwd", "secret", "token", "key", "credential")
 # A value that names where the secret lives instead of being one.
 _REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?P<call>[(\[])?")
 # Demo values and the words of a value to fill in; Java's keystores default to "changeit". A
@@ -191,14 +236,16 @@ def find(text: str | None) -> list[Finding]:
     """The credentials in ``text``, in reading order; empty when there are none."""
     if not text:
         return []
-    library = _load()
+    windows = [
+        (number, offset, window)
+        for number, line in enumerate(text[:SCAN_CHARS].splitlines(), start=1)
+        for offset, window in _windows(line)
+    ]
+    library = _library_findings([window for _, _, window in windows])
     spans: list[Finding] = []
-    # The library's settings are process-wide state, so one scan at a time.
-    with _lock, library["transient_settings"](library["settings"]):
-        for number, line in enumerate(text[:SCAN_CHARS].splitlines(), start=1):
-            for offset, window in _windows(line):
-                for kind, label, start, end in _spans(library["scan_line"], window):
-                    spans.append(Finding(kind, label, number, offset + start + 1, offset + end))
+    for (number, offset, window), found in zip(windows, library, strict=True):
+        for kind, label, start, end in _spans(window, found):
+            spans.append(Finding(kind, label, number, offset + start + 1, offset + end))
     # Two rules (or two windows) finding one credential make one finding: the longest first.
     kept: list[Finding] = []
     for finding in sorted(spans, key=lambda f: (f.line, f.start, -f.end)):
@@ -223,9 +270,24 @@ def _windows(line: str) -> Iterator[tuple[int, str]]:
         yield start, line[start : start + _WINDOW]
 
 
-def _spans(scan_line: Any, line: str) -> Iterator[tuple[str, str, int, int]]:
-    """(kind, label, start, end) of each credential in one line, 0-based and end exclusive."""
-    for secret in scan_line(line):
+def _library_findings(lines: list[str]) -> list[list[Any]]:
+    """The library's findings in each line; none, without asking it, where no cue is."""
+    cued = [_may_hold_library_credential(line) for line in lines]
+    if not any(cued):
+        return [[] for _ in lines]
+    library = _load()
+    # The library's settings are process-wide state, so one scan at a time.
+    with _lock, library["transient_settings"](library["settings"]):
+        return [
+            list(library["scan_line"](line)) if cue else []
+            for line, cue in zip(lines, cued, strict=True)
+        ]
+
+
+def _spans(line: str, library: list[Any]) -> Iterator[tuple[str, str, int, int]]:
+    """(kind, label, start, end) of each credential in one line, 0-based and end exclusive,
+    given what the library found in it."""
+    for secret in library:
         kind, label = _KINDS.get(secret.type, ("credential", "a credential"))
         value = secret.secret_value or ""
         for start in _occurrences(line, value):
@@ -235,13 +297,20 @@ def _spans(scan_line: Any, line: str) -> Iterator[tuple[str, str, int, int]]:
                     yield kind, label, start, end
             elif _the_password(line, start, value) and not _placeholder(value):
                 yield kind, label, start, start + len(value)
-    for match in _GITHUB_PAT.finditer(line):
-        yield "github_token", "a GitHub token", match.start(), match.end()
-    for match in _PRIVATE_KEY.finditer(line):
-        yield "private_key", "a private key", match.start(), match.end()
-    for match in _BEARER.finditer(line):
-        if _looks_random(match.group(1)):
-            yield "bearer_token", "a bearer token", match.start(1), match.end(1)
+    # Each rule of ours runs only where the literal it cannot match without is: an import
+    # scans every lesson, and most lines of prose hold none of them.
+    if "github_pat_" in line:
+        for match in _GITHUB_PAT.finditer(line):
+            yield "github_token", "a GitHub token", match.start(), match.end()
+    if "-----BEGIN" in line:
+        for match in _PRIVATE_KEY.finditer(line):
+            yield "private_key", "a private key", match.start(), match.end()
+    if "Bearer" in line or "Basic" in line or "token" in line:
+        for match in _BEARER.finditer(line):
+            if _looks_random(match.group(1)):
+                yield "bearer_token", "a bearer token", match.start(1), match.end(1)
+    if not _may_assign_a_secret(line):
+        return
     for match in _ASSIGNMENT.finditer(line):
         name, value = match.group("name"), match.group("value").rstrip(_TRAILING)
         # `host:8080`, `Test.password:153`: YAML puts a space after the colon, JSON quotes.
@@ -254,6 +323,16 @@ def _spans(scan_line: Any, line: str) -> Iterator[tuple[str, str, int, int]]:
                 start,
                 start + len(value),
             )
+
+
+def _may_assign_a_secret(line: str) -> bool:
+    """False when no `_ASSIGNMENT` in ``line`` can pass `_secret_name`: without an assignment
+    sign, or without the part every secret-sounding name ends in (names are ASCII, so each
+    lower-cases inside the line's lower case)."""
+    if "=" not in line and ":" not in line:
+        return False
+    lowered = line.lower()
+    return any(word in lowered for word in _NAME_CUES)
 
 
 def _the_password(line: str, start: int, value: str) -> bool:

@@ -4,6 +4,7 @@ left alone, and every write of a lesson refused through `check_fields`."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -167,6 +168,51 @@ def test_scanning_leaves_the_process_warnings_as_they_were() -> None:
     shown = warnings.showwarning
     secrets.find(SAMPLES[0].text)
     assert warnings.showwarning is shown
+
+
+def test_every_plugin_in_use_has_a_cue() -> None:
+    assert set(secrets._LIBRARY_CUES) == set(secrets._PLUGINS)
+
+
+def _library_patterns() -> list[tuple[str, str]]:
+    """(plugin, pattern) for every pattern of every plugin we use, as the installed library has
+    them: an upgrade that adds or changes one is checked against the cues too."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    classes = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+    return [(name, regex.pattern) for name in secrets._PLUGINS for regex in classes[name].denylist]
+
+
+@pytest.mark.parametrize(("plugin", "pattern"), _library_patterns())
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_whatever_a_library_pattern_matches_holds_a_cue(
+    plugin: str, pattern: str, data: st.DataObject
+) -> None:
+    """Lines without a cue are not given to the library: that is safe only if every string its
+    patterns match holds one."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    classes = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+    [regex] = [r for r in classes[plugin].denylist if r.pattern == pattern]
+    text = data.draw(st.from_regex(regex))
+    assert re.search(regex, text)
+    assert secrets._may_hold_library_credential(text), f"{plugin} matches {text!r} without a cue"
+
+
+def test_ordinary_prose_never_loads_the_library() -> None:
+    # Prose without a URL or a 40-character run (a commit sha): what most lessons are.
+    prose = [t for t in ORDINARY if "://" not in t and not re.search("[0-9a-f]{40}", t)]
+    assert len(prose) >= 5
+    probe = (
+        "import sys; from playbook.lessons import secrets;"
+        f"assert all(secrets.find(t) == [] for t in {prose!r});"
+        "print('detect_secrets' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "False"
 
 
 def test_the_scanner_is_imported_only_when_text_is_checked() -> None:
