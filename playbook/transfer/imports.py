@@ -170,18 +170,24 @@ class _BatchTexts:
 
     def __init__(self) -> None:
         self.texts: list[str] = []
+        self.scopes: list[str] = []
         self.postings: dict[tuple[str, str], list[int]] = {}
+        self.indexed = 0  # texts[:indexed] are in the postings
 
     def add(self, scope: str, text: str) -> None:
-        position = len(self.texts)
+        # Words are read at the next `near`: an export (every entry with an id) never asks.
         self.texts.append(text)
-        for word in lifecycle.overlap_words(text):
-            self.postings.setdefault((scope, word), []).append(position)
+        self.scopes.append(scope)
 
     def near(self, scope: str, text: str) -> bool:
         words = lifecycle.overlap_words(text)
         if not words or not self.texts:
             return False
+        for position in range(self.indexed, len(self.texts)):
+            key = self.scopes[position]
+            for word in lifecycle.overlap_words(self.texts[position]):
+                self.postings.setdefault((key, word), []).append(position)
+        self.indexed = len(self.texts)
         # One more than the words a near-duplicate may miss, and one more for float rounding.
         probe = int(len(words) * (1 - lifecycle.DUPLICATE_OVERLAP)) + 2
         rarest = sorted(words, key=lambda word: len(self.postings.get((scope, word), ())))
@@ -193,7 +199,9 @@ class _BatchTexts:
 
     def clear(self) -> None:
         self.texts.clear()
+        self.scopes.clear()
         self.postings.clear()
+        self.indexed = 0
 
 
 class _BulletWriter:
@@ -249,6 +257,7 @@ class _BulletWriter:
             reason=self.reason,
             max_chars=max_chars,
             numbers_above=self.plan.highest_number,
+            checked=True,  # by `_check_bullets`, before anything was written
         )
         self.pending = []
         self.batch.clear()
