@@ -5,6 +5,7 @@ Payloads themselves are built in tests/payloads.py."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -84,6 +85,32 @@ def serving(app: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
         stop_serving(server, thread)
+
+
+@contextmanager
+def hang_guard(seconds: float, what: str) -> Iterator[None]:
+    """Fail the test when the block is still running after ``seconds``: a guard against a hang
+    (a pattern that backtracks runs for minutes), never a speed claim, so set it many times what
+    the work takes on a busy machine; benches measure speed.
+
+    SIGALRM interrupts Python code and the ``re`` engine (which checks for signals as it
+    matches); off the main thread, or without SIGALRM, the block runs unguarded."""
+    import pytest
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def hung(_signum: int, _frame: Any) -> None:
+        pytest.fail(f"{what} was still running after {seconds:g} s", pytrace=False)
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 30) -> None:
