@@ -17,7 +17,10 @@ every pair of lessons put in one group is scored against the pairs planted toget
   for one problem, which is harder than a lesson reworded), every other pair should not.
 
 Prints, per threshold, pair precision and recall on each scope, and the time to group the
-largest scope; ends with one JSON line.
+largest scope; then the time to group --scale lessons of random words that all end with one
+boilerplate sentence (what tests/playbook/consolidation/test_groups.py groups at 2,000, where
+it only checks the work stays within the groups), beside the baseline of tokenizing the same
+texts in the same run; ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import datasets  # noqa: E402
+import machine  # noqa: E402
 from datasets import duplicate_pairs  # noqa: E402
 
-from playbook.consolidation.groups import BIGRAM_WEIGHT, THRESHOLD, find_groups  # noqa: E402
+from playbook.consolidation.groups import BIGRAM_WEIGHT, THRESHOLD, find_groups, terms  # noqa: E402
 
 THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8)
 
@@ -162,11 +166,33 @@ def score(
     }
 
 
+def scale(count: int, seed: int) -> dict[str, Any]:
+    """Seconds to group ``count`` lessons of 12 random words and one boilerplate sentence,
+    beside the seconds to tokenize the same texts (the baseline: grouping tokenizes them too)."""
+    chooser = random.Random(seed)
+    vocabulary = [f"word{n}" for n in range(3000)]
+    texts = [f"{' '.join(chooser.sample(vocabulary, 12))} {BOILERPLATE[0]}" for _ in range(count)]
+    started = time.perf_counter()
+    for text in texts:
+        terms(text)
+    baseline = time.perf_counter() - started
+    started = time.perf_counter()
+    find_groups([(f"pb-{n}", text) for n, text in enumerate(texts, start=1)])
+    seconds = time.perf_counter() - started
+    return {
+        "lessons": count,
+        "seconds": round(seconds, 3),
+        "tokenize_seconds": round(baseline, 3),
+        "ratio": round(seconds / baseline, 1),
+    }
+
+
 def main() -> None:
     """Measure, print a table on stderr and one JSON line on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     datasets.add_arguments(parser, positional=True)
     parser.add_argument("--bigram", type=float, default=BIGRAM_WEIGHT, help="bigram weight")
+    parser.add_argument("--scale", type=int, default=2000, help="random lessons grouped, timed")
     args = parser.parse_args()
     dataset = datasets.from_arguments(args)
     planted, planted_pairs = planted_scope(dataset.rows, args.seed)
@@ -195,6 +221,12 @@ def main() -> None:
             f"  {c['seconds']:>7}",
             file=sys.stderr,
         )
+    scaled = scale(args.scale, args.seed)
+    print(
+        f"{scaled['lessons']:,} random lessons grouped in {scaled['seconds']} s; tokenizing them "
+        f"alone {scaled['tokenize_seconds']} s ({scaled['ratio']}x)",
+        file=sys.stderr,
+    )
     print(
         json.dumps(
             {
@@ -206,6 +238,8 @@ def main() -> None:
                 "small": {"lessons": len(small), "pairs": len(small_pairs)},
                 "jira": {"lessons": len(jira), "pairs": len(jira_pairs)},
                 "thresholds": table,
+                "scale": scaled,
+                "machine": machine.describe(None),
             }
         )
     )

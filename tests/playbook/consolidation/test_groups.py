@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import random
-import time
+from typing import Any
 
-from playbook.consolidation.groups import Group, common_terms, find_groups, similarities
+import pytest
+
+from playbook.consolidation import groups as groups_module
+from playbook.consolidation.groups import common_terms, find_groups, similarities
 from playbook.consolidation.terms import dropped_terms, key_terms
+from tests.support import hang_guard
 
 SUFFIX = " Always make sure the tests pass before you open the pull request, and update the docs."
 # Three wordings of one instruction, learned from three tickets.
@@ -83,15 +87,31 @@ def test_no_groups_from_too_few_lessons_or_from_empty_texts() -> None:
     assert find_groups([("pb-1", "the of and"), ("pb-2", "the of and")]) == []
 
 
-def test_two_thousand_lessons_are_grouped_in_a_few_seconds() -> None:
+def test_two_thousand_lessons_are_compared_in_full_only_within_their_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     chooser = random.Random(7)
     vocabulary = [f"word{n}" for n in range(3000)]
     texts = [" ".join(chooser.sample(vocabulary, 12)) + SUFFIX for _ in range(1990)]
     texts += [RETRY[0], RETRY[1], RETRY[2], *LOCK, *DISTINCT]
-    started = time.perf_counter()
-    groups = find_groups([(f"pb-{n}", t) for n, t in enumerate(texts, start=1)])
-    assert time.perf_counter() - started < 5
-    assert Group(("pb-1991", "pb-1992", "pb-1993"), groups[0].similarity) in groups
+    # The dense pairwise work (average-link) is done per set of lessons joined by a pair at the
+    # threshold, so its size is that of the groups, not of the playbook: 2 + 3 here, not 2,000².
+    blocks: list[int] = []
+    average_link = groups_module._average_link
+
+    def counted(similar: Any, *args: Any) -> Any:
+        blocks.append(similar.shape[0])
+        return average_link(similar, *args)
+
+    monkeypatch.setattr(groups_module, "_average_link", counted)
+    # A hang guard only: this takes about a second; bench/consolidation_groups.py times it.
+    with hang_guard(60, "grouping 2,000 lessons"):
+        groups = find_groups([(f"pb-{n}", t) for n, t in enumerate(texts, start=1)])
+    assert [g.member_ids for g in groups] == [
+        ("pb-1991", "pb-1992", "pb-1993"),
+        ("pb-1994", "pb-1995"),
+    ]
+    assert sorted(blocks) == [2, 3]
 
 
 def test_key_terms_are_the_words_as_written_without_stop_words_ids_and_boilerplate() -> None:
