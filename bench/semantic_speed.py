@@ -17,7 +17,9 @@ of the per-ticket difference, the vector index's first load, and `VectorIndex.to
 exact (numpy) and, when usearch is installed, approximate (HNSW) with its build time and its
 recall of the exact top ``--candidates`` (of which only the first, the lesson a query was
 planted near, is really alike: random vectors are the hardest case for a graph) and how often it
-finds that first one. Ends with one JSON line.
+finds that first one. Last, a few searches whose endpoint takes the connection and never answers
+(PLAYBOOK_EMBEDDING_TIMEOUT_SECONDS at 0.5 s, the real client): each answers by text after about
+the timeout, beside the same searches with no endpoint. Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -69,6 +72,7 @@ NOISE = 0.5  # a query vector is a lesson's vector plus this much noise (per uni
 GOAL_ADDED_P50_MS = 20.0
 BUILD_WAIT_S = 1_800
 BATCH = 5_000
+STALLED_TIMEOUT_S = 0.5
 
 
 def unit_vectors(count: int, dim: int, rng: np.random.Generator) -> np.ndarray:
@@ -246,6 +250,48 @@ def top_rows(
     return row
 
 
+def stalled_endpoint(
+    engine: Engine, tickets: list[Ticket], timeout: float = STALLED_TIMEOUT_S, searches: int = 5
+) -> dict[str, Any]:
+    """Searches whose embedding endpoint takes the connection and never answers, each beside the
+    same search with no endpoint (the baseline): the rerank's wait is the timeout, no longer."""
+    from bot.config import Settings
+    from bot.embeddings import query_embedder
+
+    with socket.socket() as listener:
+        # Listening is enough: the kernel completes the connection, and nobody ever answers.
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        settings = Settings(
+            _env_file=None,
+            PLAYBOOK_DATABASE_URL="sqlite://",
+            PLAYBOOK_MODEL_BASE_URL=f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
+            PLAYBOOK_EMBEDDING_MODEL=MODEL,
+            PLAYBOOK_EMBEDDING_TIMEOUT_SECONDS=timeout,
+        )
+        stalled = query_embedder(settings)
+        stalled("warm up: the client is made (and openai imported) on the first call")
+        plain, waited = [], []
+        try:
+            for query in tickets[:searches]:
+                for hook, into in ((None, plain), (stalled, waited)):
+                    retrieval.query_embedder = hook
+                    with db.transaction(engine) as session:
+                        took, result = timed(
+                            lambda s=session, q=query: Retriever.shared(s).search(s, q, k=5)
+                        )
+                    into.append(took)
+                    assert hook is None or result.rerank == "fallback", result.rerank
+        finally:
+            retrieval.query_embedder = None
+    return {
+        "timeout_s": timeout,
+        "text_p50_ms": ms(percentile(plain, 0.5)),
+        "stalled_p50_ms": ms(percentile(waited, 0.5)),
+        "stalled_max_ms": ms(max(waited)),
+    }
+
+
 def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     """(seconds, result) of one call."""
     started = time.perf_counter()
@@ -275,6 +321,8 @@ def run(
             vectors.APPROXIMATE_MIN = sys.maxsize  # exact first, with no graph being built
             pairs = search_pairs(engine, tickets, planted)
             log(f"  text p50 {pairs['text_p50_ms']} ms, added p50 {pairs['added_p50_ms']} ms")
+            stalled = stalled_endpoint(engine, tickets)
+            log(f"  an endpoint that never answers: {stalled}")
             vectors.APPROXIMATE_MIN = threshold
             queries = [planted[synthesize_query(t)] for t in tickets]
             top = top_rows(engine, queries, candidates, approximate)
@@ -293,6 +341,7 @@ def run(
         "exact": pairs,
         "approximate": approximate,
         "top": top,
+        "stalled_endpoint": stalled,
     }
 
 
@@ -347,6 +396,12 @@ def main() -> None:
                 f"{pairs['rerank_p95_ms']:<9} {pairs['added_p50_ms']:>7} / {pairs['added_p95_ms']}"
             )
         print(f"{row['database']:<11} top alone: {json.dumps(row['top'])}")
+        wait = row["stalled_endpoint"]
+        print(
+            f"{row['database']:<11} endpoint never answering (timeout {wait['timeout_s']} s):"
+            f" p50 {wait['stalled_p50_ms']} ms, max {wait['stalled_max_ms']} ms"
+            f" (text alone p50 {wait['text_p50_ms']} ms)"
+        )
     worst = max(
         min(p["added_p50_ms"] for p in (row["exact"], row["approximate"]) if p) for row in results
     )
