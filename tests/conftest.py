@@ -30,6 +30,16 @@ hypothesis_settings.register_profile("ci", deadline=None, max_examples=100, prin
 hypothesis_settings.load_profile("ci")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `db` every test that reaches the test database (through `database_url`, which
+    `engine`, `cli`, `app` and the rest build on): `.ci/run`'s PostgreSQL run takes only
+    those (`-m db`), and a pure function is not tested twice."""
+    for item in items:
+        if "database_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.db)
+
+
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A database URL private to this test run: a fresh SQLite file or a fresh PostgreSQL schema."""

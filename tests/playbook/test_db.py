@@ -39,6 +39,7 @@ def test_first_use_of_a_new_sqlite_file_creates_the_schema(tmp_path: Path) -> No
     engine.dispose()
 
 
+@pytest.mark.db
 @pytest.mark.skipif(
     not os.environ.get("PLAYBOOK_TEST_DATABASE_URL"), reason="needs PLAYBOOK_TEST_DATABASE_URL"
 )
