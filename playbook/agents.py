@@ -284,7 +284,7 @@ def get_lesson(
 ) -> LessonDetail:
     """A lesson with counters, status, its last revisions and usage events, and its measured
     effect (``min_tickets``: PLAYBOOK_EFFECT_MIN_TICKETS, whose default is 20)."""
-    from playbook.experiment import report  # scipy and statsmodels load when a lesson is read
+    from playbook.experiment import report  # the experiment's tables: when a lesson is read
 
     bullet = visible(session, caller, bullet_id)
     revisions = session.scalars(

@@ -222,7 +222,8 @@ def report(query: ExperimentQuery) -> Response:
     An agent token bound to a scope sees the lessons of its scope and the global ones; the
     arms count every ticket in the experiment.
     """
-    from playbook.experiment import report as experiment  # scipy, statsmodels: on first use
+    # The whole report's statistics (scipy, statsmodels) load inside `report.build`.
+    from playbook.experiment import report as experiment
 
     caller: agents.Caller = g.caller
     settings = runtime().settings

@@ -183,7 +183,7 @@ def list_(ctx: Context, status: str, scope: str | None, as_of: str | None, as_js
 def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
     """Show one bullet with its usage counters and history."""
     from bot.cli.experiment import describe_effect
-    from playbook.experiment import report  # scipy and statsmodels: only for `show`
+    from playbook.experiment import report  # the effect: `show` alone reads it
 
     with ctx.transaction() as session:
         bullet = lifecycle.get(session, bullet_id)

@@ -47,7 +47,7 @@ def lessons() -> str | tuple[str, int]:
 def lesson(bullet_id: str) -> str:
     """One lesson: text, links, demotion, revisions with diffs, timeline, measured effect,
     and its model ratings."""
-    from playbook.experiment import report  # scipy and statsmodels: on first use
+    from playbook.experiment import report  # a lesson's effect: closed forms, no scipy
 
     minimum = runtime().settings.effect_min_tickets
     with db.transaction(runtime().engine) as session:

@@ -16,7 +16,8 @@ WEEKS = 12
 def stats() -> str:
     """Loads, cites, outcomes and demotions per week; coverage, cite rate, lessons by status;
     the holdout experiment's report; the week's gaps (recurring tickets without a lesson)."""
-    from playbook.experiment import report as holdout  # scipy, statsmodels: on first use
+    # The whole report's statistics (scipy, statsmodels) load inside `report.build`.
+    from playbook.experiment import report as holdout
 
     minimum = runtime().settings.effect_min_tickets
     # Read before the page's transaction: it opens its own (SQLite has one writer).
