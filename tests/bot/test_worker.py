@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 import urllib.request
 import uuid
 from collections import Counter
@@ -22,7 +21,16 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.models import Delivery
-from tests.bot.processes import spawn_worker
+from tests.bot.processes import (
+    all_finished,
+    let_work,
+    lines,
+    ready,
+    spawn_workers,
+    start_worker,
+    stop_workers,
+    wait_for,
+)
 from tests.payloads import fixture_body
 from tests.support import GITHUB_SECRET, serving
 from webhooks import create_app
@@ -272,11 +280,13 @@ def test_two_worker_processes_share_500_deliveries_without_doubles(
 ) -> None:
     record = tmp_path / "handled.txt"
     # Both workers are up before the deliveries arrive, so neither drains them alone.
-    workers = [spawn_worker(database_url, record, "--idle", "4") for _ in range(2)]
+    workers = spawn_workers(2, database_url, record)
     ids = store(engine, 500)
-    for process in workers:
-        assert process.wait(timeout=120) == 0
-    handled = [line.split() for line in record.read_text().splitlines()]
+    try:
+        wait_for(lambda: all_finished(engine), "500 deliveries handled")
+    finally:
+        stop_workers(*workers)
+    handled = [line.split() for line in lines(record)]
     counts = Counter(delivery for delivery, _pid in handled)
     assert set(counts) == set(ids)  # none lost
     assert max(counts.values()) == 1  # none twice
@@ -291,20 +301,24 @@ def test_a_worker_killed_mid_batch_leaves_nothing_lost_or_doubled(
 ) -> None:
     ids = store(engine, 20)
     record = tmp_path / "handled.txt"
-    victim = spawn_worker(database_url, record, "--sleep", "0.2", "--lease", "1")
-    deadline = time.monotonic() + 30
-    while (not record.exists() or len(record.read_text().splitlines()) < 3) and (
-        time.monotonic() < deadline
-    ):
-        time.sleep(0.05)
+    # The survivor starts beside the victim, so its start-up is paid while the victim works,
+    # and waits at its gate until the victim is dead.
+    victim = start_worker(database_url, record, "--sleep", "0.2", "--lease", "1")
+    survivor = start_worker(database_url, record, "--lease", "30", "--gate")
+    ready(victim, survivor)
+    wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=10)
-    done_before = len(record.read_text().splitlines())
+    done_before = len(lines(record))
     assert 3 <= done_before < 20
-    time.sleep(1.1)  # let the victim's lease on its claimed batch run out
-    survivor = spawn_worker(database_url, record, "--lease", "30")
-    assert survivor.wait(timeout=120) == 0
-    counts = Counter(line.split()[0] for line in record.read_text().splitlines())
+    # It takes what nobody holds at once, and the victim's batch when its lease (renewed until
+    # the kill) runs out.
+    let_work(survivor)
+    try:
+        wait_for(lambda: all_finished(engine), "the survivor finished the inbox")
+    finally:
+        stop_workers(survivor)
+    counts = Counter(line.split()[0] for line in lines(record))
     assert set(counts) == set(ids)  # none lost
     assert {status for status, _attempts in statuses(engine)} == {"done"}
     # At-least-once: the one delivery in the victim's hands when it died may have run its

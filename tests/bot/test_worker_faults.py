@@ -24,7 +24,7 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.models import Delivery
-from tests.bot.processes import spawn_worker
+from tests.bot.processes import all_finished, lines, spawn_workers, stop_workers, wait_for
 from tests.support import put
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
@@ -272,11 +272,11 @@ def test_a_worker_that_lost_its_lease_posts_nothing_more(
     router = Router()
     # The worker cannot renew (its database connection hangs, say) and its handler is slow.
     monkeypatch.setattr("bot.claims.LeaseKeeper.renew_now", lambda self: None)
-    short = settings.model_copy(update={"worker_lease_seconds": 1.0})
+    short = settings.model_copy(update={"worker_lease_seconds": 0.2})
 
     @router.register("github", "issues")
     def slow(event, services) -> None:
-        time.sleep(1.2)  # the lease runs out ...
+        time.sleep(0.3)  # the lease runs out ...
         with transaction(engine) as session:  # ... and another worker claims the row
             [taken] = inbox.claim(session, "other-worker", lease=timedelta(minutes=5))
             assert taken.attempts == 2
@@ -309,20 +309,22 @@ def test_a_renewed_lease_keeps_other_workers_off(engine: Engine, settings: Setti
 
 
 @pytest.mark.slow
-def test_two_workers_with_a_2s_lease_and_a_3s_handler_handle_each_row_once(
+def test_two_workers_with_a_handler_slower_than_the_lease_handle_each_row_once(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
     record = tmp_path / "handled.txt"
-    workers = [
-        spawn_worker(
-            database_url, record, "--sleep", "3", "--lease", "2", "--batch", "2", "--idle", "4"
-        )
-        for _ in range(2)
-    ]
+    # Each handler takes half as long again as the lease, and the second row of a batch of two
+    # waits behind the first for longer still: only renewal keeps the other worker off them.
+    workers = spawn_workers(
+        2, database_url, record, "--sleep", "1.5", "--lease", "1", "--batch", "2"
+    )
     ids = [put(engine, '{"action": "opened"}') for _ in range(4)]
-    for process in workers:
-        assert process.wait(timeout=120) == 0
-    counts = Counter(line.split()[0] for line in record.read_text().splitlines())
+    try:
+        # Both workers poll until every row is done, so a lease let lapse would be taken.
+        wait_for(lambda: all_finished(engine), "4 slow deliveries handled")
+    finally:
+        stop_workers(*workers)
+    counts = Counter(line.split()[0] for line in lines(record))
     assert len(counts) == 4 and set(counts.values()) == {1}
     for row_id in ids:
         finished = row(engine, row_id)

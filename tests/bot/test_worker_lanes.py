@@ -20,7 +20,15 @@ from bot.worker import Services, Worker
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.models import Delivery
-from tests.bot.processes import spawn_worker
+from tests.bot.processes import (
+    all_finished,
+    let_work,
+    lines,
+    ready,
+    start_worker,
+    stop_workers,
+    wait_for,
+)
 from tests.payloads import bare_issue, fixture_body
 from tests.support import put
 
@@ -130,21 +138,24 @@ def test_a_laned_worker_killed_mid_batch_loses_nothing(
 ) -> None:
     ids = [put(engine, bare_issue(number)) for number in range(1, 21)]
     record = tmp_path / "handled.txt"
-    victim = spawn_worker(
+    # The survivor starts beside the victim (its start-up paid while the victim works) and
+    # waits at its gate until the victim is dead.
+    victim = start_worker(
         database_url, record, "--sleep", "0.2", "--lease", "1", "--lanes", "2", "--batch", "6"
     )
-    deadline = time.monotonic() + 30
-    while (not record.exists() or len(record.read_text().splitlines()) < 3) and (
-        time.monotonic() < deadline
-    ):
-        time.sleep(0.05)
+    survivor = start_worker(database_url, record, "--lease", "30", "--lanes", "2", "--gate")
+    ready(victim, survivor)
+    wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=10)
-    assert 3 <= len(record.read_text().splitlines()) < 20
-    time.sleep(1.1)  # let the victim's leases run out
-    survivor = spawn_worker(database_url, record, "--lease", "30", "--lanes", "2")
-    assert survivor.wait(timeout=120) == 0
-    counts = Counter(line.split()[0] for line in record.read_text().splitlines())
+    assert 3 <= len(lines(record)) < 20
+    # It takes what nobody holds at once, and the victim's batch when its leases run out.
+    let_work(survivor)
+    try:
+        wait_for(lambda: all_finished(engine), "the survivor finished the inbox")
+    finally:
+        stop_workers(survivor)
+    counts = Counter(line.split()[0] for line in lines(record))
     assert len(counts) == len(ids)  # none lost
     assert {status for status, _ in outcomes(engine).values()} == {"done"}
     # At-least-once, as with one lane: only the deliveries in the victim's hands when it died

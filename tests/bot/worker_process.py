@@ -1,14 +1,20 @@
 """A worker process for tests: records each delivery it handles in a file, optionally slowly.
 
-Run as `python tests/worker_process.py DATABASE_URL RECORD_FILE [--sleep S] [--lease S]`; it
-exits once the inbox has been empty for --idle seconds after its first delivery (or after two
-minutes without any), so a slow start of a second worker never makes the first one give up.
+Run as `python worker_process.py DATABASE_URL RECORD_FILE [--sleep S] [--lease S] [--batch N]
+[--lanes N] [--gate]`; it prints "ready" once it can work (with --gate it then waits for a line
+on stdin, so a test can start it beside another and let it work later), and works until SIGTERM
+(it finishes the batch in hand, then exits 0) or, as a guard against a test that never stops
+it, --limit seconds. The test stops it when what it waits for has happened, so no test waits
+out an idle timeout.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
+import threading
 import time
 
 from bot.config import Settings
@@ -18,17 +24,20 @@ from playbook import db
 
 
 def main() -> None:
-    """Run one worker until the inbox stays empty."""
+    """Run one worker until told to stop."""
     parser = argparse.ArgumentParser()
     parser.add_argument("database_url")
     parser.add_argument("record_file")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--lease", type=float, default=300.0)
-    parser.add_argument("--idle", type=float, default=2.0)
     parser.add_argument("--batch", type=int, default=5)
     parser.add_argument("--lanes", type=int, default=None)
+    parser.add_argument("--limit", type=float, default=120.0)
+    parser.add_argument("--gate", action="store_true")
     args = parser.parse_args()
 
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
     handlers = Router()
 
     @handlers.register("github", "issues")
@@ -50,18 +59,16 @@ def main() -> None:
     )
     engine = db.make_engine(args.database_url)
     worker = Worker(Services(engine=engine, settings=settings), handlers=handlers, lanes=args.lanes)
-    started = time.monotonic()
-    idle_since: float | None = None
     print("ready", flush=True)
-    while True:
-        if worker.run_once():
-            idle_since = time.monotonic()
-            continue
-        if idle_since is None and time.monotonic() - started > 120:
-            break
-        if idle_since is not None and time.monotonic() - idle_since >= args.idle:
-            break
-        time.sleep(0.05)
+    if args.gate:
+        sys.stdin.readline()
+    deadline = time.monotonic() + args.limit
+    while not stop.is_set() and time.monotonic() < deadline:
+        if not worker.run_once():
+            stop.wait(0.02)
+    # Everything it did is committed and written (os.write, unbuffered): skip the interpreter's
+    # teardown of every module the bot imported, which takes most of a second.
+    os._exit(0)
 
 
 if __name__ == "__main__":
