@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,9 @@ class Import:
     line: int
 
 
+# The files, their syntax trees and the graph are built on first use, not at import: every
+# pytest run collects this module, and only the runs that take its tests need them.
+@cache
 def _files() -> dict[str, Path]:
     """Each project module's dotted name and file, generated migrations left out."""
     found: dict[str, Path] = {}
@@ -131,19 +135,23 @@ def _files() -> dict[str, Path]:
     return found
 
 
-FILES = _files()
-TREES = {module: ast.parse(path.read_text(encoding="utf-8")) for module, path in FILES.items()}
+@cache
+def _trees() -> dict[str, ast.Module]:
+    """Each project module's syntax tree."""
+    return {
+        module: ast.parse(path.read_text(encoding="utf-8")) for module, path in _files().items()
+    }
 
 
 def _where(module: str, line: int | None = None) -> str:
-    where = FILES[module].relative_to(ROOT).as_posix()
+    where = _files()[module].relative_to(ROOT).as_posix()
     return f"{where}:{line}" if line else where
 
 
 def _project(name: str) -> str | None:
     """The project module ``name`` names, or its nearest enclosing one (None: not ours)."""
     while name:
-        if name in FILES:
+        if name in _files():
             return name
         name = name.rpartition(".")[0]
     return None
@@ -158,8 +166,8 @@ def _is_import_module(call: ast.Call) -> bool:
 
 def _imported_names(module: str) -> Iterator[tuple[str, int]]:
     """Every dotted name ``module`` imports, with the line, however it imports it."""
-    package = module if FILES[module].name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(TREES[module]):
+    package = module if _files()[module].name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(_trees()[module]):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -172,16 +180,18 @@ def _imported_names(module: str) -> Iterator[tuple[str, int]]:
             for alias in node.names:
                 # `from pkg import mod` imports the submodule; `from pkg import name`, pkg.
                 submodule = f"{base}.{alias.name}"
-                yield (submodule if submodule in FILES else base), node.lineno
+                yield (submodule if submodule in _files() else base), node.lineno
         elif isinstance(node, ast.Call) and _is_import_module(node) and node.args:
             name = node.args[0]
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
                 yield name.value, node.lineno
 
 
+@cache
 def _graph() -> list[Import]:
+    """Each (module, project module it imports) once, at its first import's line."""
     edges: dict[tuple[str, str], Import] = {}
-    for module in FILES:
+    for module in _files():
         for name, line in _imported_names(module):
             target = _project(name)
             if target and target != module and (module, target) not in edges:
@@ -189,12 +199,9 @@ def _graph() -> list[Import]:
     return sorted(edges.values(), key=lambda edge: (edge.source, edge.line, edge.target))
 
 
-GRAPH = _graph()
-
-
 def _components(edges: list[Import]) -> list[list[str]]:
     """The strongly connected components of the graph (Tarjan), each sorted."""
-    after: dict[str, list[str]] = {module: [] for module in FILES}
+    after: dict[str, list[str]] = {module: [] for module in _files()}
     for edge in edges:
         after[edge.source].append(edge.target)
     index: dict[str, int] = {}
@@ -223,7 +230,7 @@ def _components(edges: list[Import]) -> list[list[str]]:
                     break
             found.append(sorted(component))
 
-    for module in sorted(FILES):
+    for module in sorted(_files()):
         if module not in index:
             visit(module)
     return found
@@ -253,7 +260,7 @@ def _cycle(component: list[str], edges: list[Import]) -> list[Import]:
 
 
 def _describe(component: list[str]) -> str:
-    circle = _cycle(component, GRAPH)
+    circle = _cycle(component, _graph())
     path = " -> ".join([circle[0].source, *(edge.target for edge in circle)])
     steps = "\n".join(
         f"    {_where(edge.source, edge.line)} imports {edge.target}" for edge in circle
@@ -262,7 +269,7 @@ def _describe(component: list[str]) -> str:
 
 
 def test_the_graph_sees_lazy_relative_and_named_imports() -> None:
-    edges = {(edge.source, edge.target) for edge in GRAPH}
+    edges = {(edge.source, edge.target) for edge in _graph()}
     # Inside a function, and a package's __init__ re-exporting a submodule's name.
     assert ("webhooks.app", "webhooks.api") in edges
     assert ("webhooks", "webhooks.app") in edges
@@ -272,7 +279,7 @@ def test_the_graph_sees_lazy_relative_and_named_imports() -> None:
 
 
 def test_no_import_circle() -> None:
-    circles = [component for component in _components(GRAPH) if len(component) > 1]
+    circles = [component for component in _components(_graph()) if len(component) > 1]
     assert not circles, "import circles:\n" + "\n".join(map(_describe, circles))
 
 
@@ -281,7 +288,7 @@ def test_imports_go_one_way() -> None:
     layer = {package: rank for rank, package in enumerate(PACKAGES)}
     offending = [
         f"{_where(edge.source, edge.line)} imports {edge.target}"
-        for edge in GRAPH
+        for edge in _graph()
         if layer[edge.source.split(".")[0]] < layer[edge.target.split(".")[0]]
         and not (
             f"{edge.source}.".startswith(f"{COMPOSITION_ROOT}.")
@@ -297,7 +304,7 @@ def test_only_the_composition_imports_the_app_factory() -> None:
     builders = {"webhooks", "webhooks.wsgi", "webhooks.server", "webhooks.demo"}
     offending = [
         f"{_where(edge.source, edge.line)} imports webhooks.app"
-        for edge in GRAPH
+        for edge in _graph()
         if edge.target == "webhooks.app"
         and edge.source not in builders
         and not f"{edge.source}.".startswith(f"{COMPOSITION_ROOT}.")
@@ -308,7 +315,7 @@ def test_only_the_composition_imports_the_app_factory() -> None:
 def test_no_import_by_a_name_computed_at_run_time() -> None:
     offending = [
         f"{_where(module, node.lineno)} calls {ast.unparse(node)}"
-        for module, tree in TREES.items()
+        for module, tree in _trees().items()
         if module not in DYNAMIC_IMPORTS
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
@@ -338,7 +345,7 @@ def test_no_module_is_over_the_size_limit() -> None:
 
 def test_bot_uses_no_private_member_of_the_jira_or_github_clients() -> None:
     offending: list[tuple[int, str]] = []
-    for module, tree in TREES.items():
+    for module, tree in _trees().items():
         if module.split(".")[0] != "bot":
             continue
         for node in ast.walk(tree):
