@@ -6,7 +6,6 @@ import itertools
 import os
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -59,18 +58,35 @@ def test_a_job_still_running_is_not_started_by_a_new_leader(engine: Engine) -> N
         assert run_exclusively(engine, "prune", "new-leader", lambda: None)
 
 
-def _two_processes(database_url: str, log_file: Path, *extra: str) -> list[tuple[float, float]]:
-    """Run the job loop in two processes started together; their runs, in start order."""
+def _start_pair(database_url: str, log_file: Path, *extra: str) -> list[subprocess.Popen]:
+    """Start two processes running the job loop; each waits for its go line once ready."""
     script = Path(__file__).with_name("scheduler_process.py")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    # Both begin at the same moment, after both have imported everything (a second or two):
-    # otherwise the first could finish its rounds before the second starts, and a broken
-    # lock would go unseen.
-    start_at = f"{time.time() + 4:.3f}"
-    args = [sys.executable, str(script), database_url, str(log_file), "40", start_at, *extra]
-    processes = [subprocess.Popen(args, env=env) for _ in range(2)]
+    args = [sys.executable, str(script), database_url, str(log_file), "25", *extra]
+    return [
+        subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+
+
+def _go_together(processes: list[subprocess.Popen]) -> None:
+    """Once every process has imported everything, let them all begin at the same moment:
+    otherwise the first could finish its rounds before the second starts, and a broken lock
+    would go unseen."""
+    for process in processes:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.close()
     for process in processes:
         assert process.wait(timeout=120) == 0
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def _runs(log_file: Path) -> list[tuple[float, float]]:
+    """The runs a pair logged, in start order."""
     rows = (line.split() for line in log_file.read_text().splitlines())
     return sorted((float(start), float(end)) for _holder, start, end in rows)
 
@@ -83,12 +99,16 @@ def _overlaps(runs: list[tuple[float, float]]) -> int:
 def test_two_processes_never_run_the_same_job_at_once(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
-    runs = _two_processes(database_url, tmp_path / "runs.txt")
+    locked, unlocked = tmp_path / "runs.txt", tmp_path / "unlocked.txt"
+    # The same two processes without the lock, run beside them (they use no lease), must
+    # overlap: the check on the locked pair can fail.
+    _go_together(
+        _start_pair(database_url, locked) + _start_pair(database_url, unlocked, "unlocked")
+    )
+    runs = _runs(locked)
     assert len(runs) >= 10
     assert _overlaps(runs) == 0, "two runs of the job overlapped"
-    # The same two processes without the lock do overlap: the check above can fail.
-    unlocked = _two_processes(database_url, tmp_path / "unlocked.txt", "unlocked")
-    assert _overlaps(unlocked) > 0
+    assert _overlaps(_runs(unlocked)) > 0
 
 
 def test_scheduler_registers_the_upkeep_jobs(engine: Engine, database_url: str) -> None:
