@@ -262,7 +262,14 @@ def start(model: Any | None = None, *, api_key: str | None = None, port: int = 0
     """Serve ``model`` (the packaged model by default) on 127.0.0.1 in a daemon thread."""
     app = EmbeddingApp(model if model is not None else PackagedModel(), api_key=api_key)
     server = make_server("127.0.0.1", port, app, threaded=True, request_handler=_Quiet)
-    thread = threading.Thread(target=server.serve_forever, name="embedding-server", daemon=True)
+    # serve_forever sees a shutdown only between waits on its socket (0.5 s by default): a
+    # short wait makes stop() immediate, for tests that start a server each.
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.02},
+        name="embedding-server",
+        daemon=True,
+    )
     thread.start()
     return RunningServer(f"http://127.0.0.1:{server.server_port}/v1", app, server, thread)
 
