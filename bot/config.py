@@ -108,6 +108,14 @@ class Settings(BaseSettings):
         validation_alias="PLAYBOOK_MAX_BODY_BYTES",
         description="Largest webhook body accepted (GitHub caps payloads at 25 MB).",
     )
+    client_timeout_seconds: int = Field(
+        10,
+        ge=1,
+        validation_alias="PLAYBOOK_CLIENT_TIMEOUT_SECONDS",
+        description="How long the web server waits on a client: `serve` closes a connection "
+        "that sends nothing for this long, and under gunicorn a request's body must arrive "
+        "within it (else 408). GitHub gives up on an answer after 10 s.",
+    )
     api_token: str | None = Field(
         None,
         validation_alias="PLAYBOOK_API_TOKEN",

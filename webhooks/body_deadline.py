@@ -9,10 +9,6 @@ import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# From the end of the headers to the last byte of the body. GitHub gives up on an answer
-# after 10 s, so a delivery slower than this is lost to GitHub anyway.
-BODY_SECONDS = 10
-
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -26,7 +22,7 @@ def gevent_active() -> bool:
 
 
 class BodyDeadline:
-    """WSGI middleware: the body is read in full within BODY_SECONDS before the app runs.
+    """WSGI middleware: the body is read in full within ``seconds`` before the app runs.
 
     gunicorn's gevent worker bounds the headers (its keep-alive timeout) but hands the app a
     socket-backed ``wsgi.input``; a client that trickles its body would hold the request for
@@ -35,7 +31,7 @@ class BodyDeadline:
     before the app runs; tests) the request passes through untouched.
     """
 
-    def __init__(self, app: WSGIApp, max_bytes: int, seconds: float = BODY_SECONDS) -> None:
+    def __init__(self, app: WSGIApp, max_bytes: int, seconds: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.seconds = seconds

@@ -20,11 +20,10 @@ from webhooks.app import create_app
 
 log = logging.getLogger(__name__)
 
-# A connection that sends nothing for this long is closed, whatever it was in the middle of
-# (headers, a body, or idle between requests): GitHub itself gives up on an answer after 10 s.
-IDLE_SECONDS = 10
-# How often waitress looks for such connections, so one is closed within 10-12 s.
-CLEANUP_SECONDS = 2
+# A connection that sends nothing for PLAYBOOK_CLIENT_TIMEOUT_SECONDS (10) is closed, whatever
+# it was in the middle of (headers, a body, or idle between requests). waitress looks for such
+# connections every fifth of that, in whole seconds: one is closed within 10-12 s.
+CLEANUP_FRACTION = 5
 # Headers of a request, all of them: a URL of a search in a non-Latin script percent-encodes
 # to 9-12 bytes a character and still fits, with room for the headers a proxy adds.
 MAX_HEADER_BYTES = 64 * 1024
@@ -84,8 +83,8 @@ class EmbeddedServer:
             port=port,
             threads=threads,
             connection_limit=connection_limit(),
-            channel_timeout=IDLE_SECONDS,
-            cleanup_interval=CLEANUP_SECONDS,
+            channel_timeout=settings.client_timeout_seconds,
+            cleanup_interval=max(1, settings.client_timeout_seconds // CLEANUP_FRACTION),
             max_request_header_size=MAX_HEADER_BYTES,
             # Bodies up to twice the app's own limit reach the app, whose answer names
             # PLAYBOOK_MAX_BODY_BYTES; waitress refuses larger ones unread.

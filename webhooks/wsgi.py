@@ -9,4 +9,8 @@ settings = Settings()
 configure_logging(settings.log_level, settings.log_format, settings.secret_values())
 app = create_app(settings)
 # Flask's place for WSGI middleware: `app` stays the Flask app, its requests go through this.
-app.wsgi_app = BodyDeadline(app.wsgi_app, settings.max_body_bytes)  # type: ignore[method-assign]
+# From the end of the headers to the last byte of the body: PLAYBOOK_CLIENT_TIMEOUT_SECONDS
+# (10 s; GitHub gives up on an answer after 10 s, so a slower delivery is lost to it anyway).
+app.wsgi_app = BodyDeadline(  # type: ignore[method-assign]
+    app.wsgi_app, settings.max_body_bytes, settings.client_timeout_seconds
+)
