@@ -17,6 +17,7 @@ from sqlalchemy import Engine, func, select, update
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import BotComment, Delivery, UsageEvent
+from tests.bot.processes import all_finished, wait_for
 from tests.loop_harness import _KEYS, APP_ID, REPO, Loop, start_loop
 from tests.payloads import fixture
 
@@ -161,7 +162,7 @@ def test_a_delivery_repeated_20_times_records_each_cite_once(loop: Loop) -> None
 # --- real worker processes, killed mid-post --------------------------------------------------
 
 
-def worker_env(loop: Loop, database_url: str) -> dict[str, str]:
+def worker_env(loop: Loop, database_url: str, **overrides: str) -> dict[str, str]:
     private, _public = _KEYS
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYBOOK_", "GITHUB_"))}
     env.update(
@@ -172,13 +173,14 @@ def worker_env(loop: Loop, database_url: str) -> dict[str, str]:
         PLAYBOOK_GITHUB_SECONDS_BETWEEN_REQUESTS="0",
         PLAYBOOK_GITHUB_SECONDS_BETWEEN_WRITES="0",
         PLAYBOOK_HTTP_TIMEOUT="1",
-        PLAYBOOK_WORKER_LEASE_SECONDS="3",
+        PLAYBOOK_WORKER_LEASE_SECONDS="2",
         PLAYBOOK_WORKER_POLL_SECONDS="0.1",
         PLAYBOOK_RETRY_BASE_SECONDS="0.2",
         PLAYBOOK_MAX_ATTEMPTS="20",
         PLAYBOOK_SCHEDULER="0",
         LOG_LEVEL="WARNING",
     )
+    env.update(overrides)
     return env
 
 
@@ -194,6 +196,14 @@ def start_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen:
     )
 
 
+def all_claimed(engine: Engine) -> bool:
+    """Whether every delivery is in a worker's hands (none waits unclaimed)."""
+    with transaction(engine) as session:
+        return not session.scalar(
+            select(func.count()).where(Delivery.status == "pending", Delivery.locked_by.is_(None))
+        )
+
+
 @pytest.mark.slow
 def test_workers_killed_mid_post_leave_exactly_one_comment_per_ticket(
     loop: Loop, database_url: str, tmp_path: Path
@@ -202,31 +212,27 @@ def test_workers_killed_mid_post_leave_exactly_one_comment_per_ticket(
     for number in (1, 2, 3):
         loop.github.add_issue(REPO, number, f"Spelling error in the README file, part {number}")
     loop.github.post_delay = 2.5  # the comment exists 2.5 s before anyone hears of it
-    env = worker_env(loop, database_url)
-    victim = start_worker(env, tmp_path)
     for number in (1, 2, 3):
         for name in ("issues.opened", "issues.labeled"):
             payload = fixture(name)
             payload["issue"]["number"] = number
             assert loop.github_event(name, payload).status_code == 202
-    deadline = time.monotonic() + 60
-    while not loop.github.calls("POST", f"/repos/{REPO}/issues/") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # inside the POST: GitHub has stored the comment, the worker waits
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(timeout=10)
-    survivors = [start_worker(env, tmp_path) for _ in range(3)]
+    # The victim claims all six in its first batch (of ten) ...
+    victim = start_worker(worker_env(loop, database_url), tmp_path)
+    wait_for(lambda: all_claimed(loop.engine), "the victim claimed every delivery")
+    # ... so the survivors, started now, find nothing to take until it is dead and its leases
+    # have run out; meanwhile they get through their start-up. Small batches share the work.
+    survivor_env = worker_env(loop, database_url, PLAYBOOK_WORKER_BATCH="2")
+    survivors = [start_worker(survivor_env, tmp_path) for _ in range(2)]
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with transaction(loop.engine) as session:
-                left = session.scalar(
-                    select(func.count()).where(Delivery.status.in_(("pending", "failed")))
-                )
-            if not left:
-                break
-            time.sleep(0.2)
+        wait_for(lambda: loop.github.calls("POST", f"/repos/{REPO}/issues/"), "the first post")
+        time.sleep(0.3)  # inside the POST: GitHub has stored the comment, the worker waits
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        wait_for(lambda: all_finished(loop.engine), "the survivors finished the inbox")
     finally:
+        victim.kill()  # a no-op once it is dead; ends it if the test failed before the kill
+        victim.wait(timeout=10)
         for process in survivors:
             process.send_signal(signal.SIGTERM)
         for process in survivors:
