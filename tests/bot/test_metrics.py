@@ -228,24 +228,32 @@ print(os.getpid())
 """
 
 
-def count_in_a_process(directory: Path, times: int) -> int:
+def count_in_processes(directory: Path, *times: int) -> list[int]:
+    """Count in one process per item of ``times`` (run side by side); their pids, in order."""
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
-    done = subprocess.run(
-        [sys.executable, "-c", COUNTING, str(times)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", COUNTING, str(n)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in times
+    ]
+    pids = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        pids.append(int(out))
+    return pids
 
 
 def test_processes_sharing_a_directory_are_summed_in_one_scrape(
     client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    directory = tmp_path / "metrics"  # not there yet: the first process makes it
-    first, second = count_in_a_process(directory, 2), count_in_a_process(directory, 3)
+    directory = tmp_path / "metrics"  # not there yet: the processes make it
+    first, second = count_in_processes(directory, 2, 3)
     assert {p.name for p in directory.glob("counter_*.db")} == {
         f"counter_{first}.db",
         f"counter_{second}.db",
@@ -294,22 +302,24 @@ def test_the_gunicorn_settings_make_a_directory_of_their_own_and_remove_it(
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True", "False"]
-
     # A directory the operator set (shared with worker processes) is theirs: kept.
     shared = tmp_path / "shared"
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**env, "PROMETHEUS_MULTIPROC_DIR": str(shared)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.stdout.split() == ["True", "True", "True"]
+    own, operators = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for environment in (env, {**env, "PROMETHEUS_MULTIPROC_DIR": str(shared)})
+    ]
+    out, err = own.communicate(timeout=120)
+    assert own.returncode == 0, err
+    assert out.split() == ["True", "True", "False"]
+    out, err = operators.communicate(timeout=120)
+    assert operators.returncode == 0, err
+    assert out.split() == ["True", "True", "True"]
 
 
 def free_port() -> int:
