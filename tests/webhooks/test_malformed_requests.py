@@ -26,6 +26,12 @@ from webhooks.signatures import sign
 AUTH = {"Authorization": "Bearer agent-token"}
 
 
+@pytest.fixture
+def app(shared_app):
+    """One app for the module: its tests only send requests (the database is emptied for each)."""
+    return shared_app()
+
+
 def stored(engine: Engine) -> list[Delivery]:
     with transaction(engine) as session:
         return list(session.scalars(select(Delivery).order_by(Delivery.id)))
