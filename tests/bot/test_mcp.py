@@ -164,89 +164,81 @@ def stdio(database_url: str, tmp_path: Path) -> Iterator[Callable[..., Client]]:
     log.close()
 
 
+async def check_search_cite_and_propose(client: Client, engine: Engine, stripe: str) -> None:
+    """A search for a ticket counts a load, a cite counts once for the caller, a proposal is
+    stored as proposed (or named a duplicate of the lesson it repeats)."""
+    found = await client.call_tool(
+        "search_lessons", {"query": "Stripe webhook retries", "ticket": "CTMS-9"}
+    )
+    assert not found.is_error
+    answer = found.structured_content
+    assert answer["ticket"] == "CTMS-9"
+    assert answer["loads_recorded"] == 1
+    assert [hit["id"] for hit in answer["lessons"]] == [stripe]
+    assert counters(engine, stripe) == (1, 0)
+
+    cite = {"ticket": "CTMS-9", "lesson_ids": [stripe], "kind": "cited"}
+    cited = await client.call_tool("record_usage", cite)
+    assert cited.structured_content == {
+        "ticket": "CTMS-9",
+        "kind": "cited",
+        "lesson_ids": [stripe],
+        "recorded": 1,
+        "counted": 1,
+        "discounted": {},
+    }
+    assert counters(engine, stripe) == (1, 1)
+    again = await client.call_tool("record_usage", cite)
+    assert again.structured_content["recorded"] == 0
+    assert counters(engine, stripe) == (1, 1)
+    assert consumers(engine, stripe, "cited") == ["mcp:tester"]
+
+    proposed = await client.call_tool(
+        "propose_lesson",
+        {
+            "text": "Pin the Stripe API version header on every request",
+            "learned_from": "CTMS-9",
+            "tags": ["payments"],
+        },
+    )
+    new = proposed.structured_content
+    assert new["created"] is True
+    assert new["duplicate_of"] is None
+    assert new["lesson"]["status"] == "proposed"
+    assert new["lesson"]["scope"] == "global"
+    assert new["lesson"]["tags"] == ["payments"]
+    with db.transaction(engine) as check:
+        assert check.get(Bullet, new["lesson"]["id"]).status == "proposed"
+
+    duplicate = await client.call_tool(
+        "propose_lesson",
+        {
+            "text": "Retry Stripe webhooks with the event id as idempotency key",
+            "learned_from": "CTMS-9",
+        },
+    )
+    assert duplicate.structured_content["created"] is False
+    assert duplicate.structured_content["duplicate_of"] == stripe
+
+    detail = await client.call_tool("get_lesson", {"id": stripe})
+    assert detail.structured_content["cites"] == 1
+    assert detail.structured_content["status"] == "active"
+
+
+# One session per protocol revision does all a stdio client does: each starts `playbook-bot
+# mcp`, a second or more of start-up.
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-def test_stdio_tools_errors_prompt_and_resources(stdio, two_scopes, mode: str) -> None:
+def test_stdio_session(stdio, two_scopes, engine: Engine, tmp_path: Path, mode: str) -> None:
+    saw(engine, "CTMS-9")
+
     async def session() -> None:
         async with stdio(mode) as client:
             assert (client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS) == (mode == "legacy")
             assert client.server_info is not None
             assert client.server_info.name == "playbook"
+            await check_search_cite_and_propose(client, engine, two_scopes["stripe"])
             await check_tools_and_errors(client, two_scopes)
             await check_prompt_and_resources(client, two_scopes)
-
-    run(session)
-
-
-def test_stdio_search_cite_and_propose(stdio, two_scopes, engine: Engine) -> None:
-    stripe = two_scopes["stripe"]
-    saw(engine, "CTMS-9")
-
-    async def session() -> None:
-        async with stdio() as client:
-            found = await client.call_tool(
-                "search_lessons", {"query": "Stripe webhook retries", "ticket": "CTMS-9"}
-            )
-            assert not found.is_error
-            answer = found.structured_content
-            assert answer["ticket"] == "CTMS-9"
-            assert answer["loads_recorded"] == 1
-            assert [hit["id"] for hit in answer["lessons"]] == [stripe]
-            assert counters(engine, stripe) == (1, 0)
-
-            cite = {"ticket": "CTMS-9", "lesson_ids": [stripe], "kind": "cited"}
-            cited = await client.call_tool("record_usage", cite)
-            assert cited.structured_content == {
-                "ticket": "CTMS-9",
-                "kind": "cited",
-                "lesson_ids": [stripe],
-                "recorded": 1,
-                "counted": 1,
-                "discounted": {},
-            }
-            assert counters(engine, stripe) == (1, 1)
-            again = await client.call_tool("record_usage", cite)
-            assert again.structured_content["recorded"] == 0
-            assert counters(engine, stripe) == (1, 1)
-            assert consumers(engine, stripe, "cited") == ["mcp:tester"]
-
-            proposed = await client.call_tool(
-                "propose_lesson",
-                {
-                    "text": "Pin the Stripe API version header on every request",
-                    "learned_from": "CTMS-9",
-                    "tags": ["payments"],
-                },
-            )
-            new = proposed.structured_content
-            assert new["created"] is True
-            assert new["duplicate_of"] is None
-            assert new["lesson"]["status"] == "proposed"
-            assert new["lesson"]["scope"] == "global"
-            assert new["lesson"]["tags"] == ["payments"]
-            with db.transaction(engine) as check:
-                assert check.get(Bullet, new["lesson"]["id"]).status == "proposed"
-
-            duplicate = await client.call_tool(
-                "propose_lesson",
-                {
-                    "text": "Retry Stripe webhooks with the event id as idempotency key",
-                    "learned_from": "CTMS-9",
-                },
-            )
-            assert duplicate.structured_content["created"] is False
-            assert duplicate.structured_content["duplicate_of"] == stripe
-
-            detail = await client.call_tool("get_lesson", {"id": stripe})
-            assert detail.structured_content["cites"] == 1
-            assert detail.structured_content["status"] == "active"
-
-    run(session)
-
-
-def test_stdio_logs_go_to_stderr(stdio, two_scopes, tmp_path: Path) -> None:
-    async def session() -> None:
-        async with stdio() as client:
-            await client.call_tool("get_lesson", {"id": "pb-999"})
 
     run(session)
     # The protocol ran on stdout (the calls above worked); the server's log is on stderr.
@@ -454,8 +446,8 @@ def test_http_is_off_without_any_token(engine: Engine, database_url: str) -> Non
     assert "PLAYBOOK_AGENT_TOKENS" in response.get_json()["message"]
 
 
-def test_stdio_search_for_a_held_out_ticket_answers_empty(
-    database_url: str, tmp_path: Path, two_scopes, engine: Engine
+def test_search_for_a_held_out_ticket_answers_empty(
+    database_url: str, two_scopes, engine: Engine
 ) -> None:
     from playbook.experiment import assignment
 
@@ -465,33 +457,31 @@ def test_stdio_search_for_a_held_out_ticket_answers_empty(
         for n in range(1, 1000)
         if assignment.arm(salt.encode(), f"CTMS-{n}", 50) == "held_out"
     )
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "bot", "mcp"],
-        env={
-            "PLAYBOOK_DATABASE_URL": database_url,
-            "PLAYBOOK_ACTOR": "mcp:tester",
-            "PLAYBOOK_HOLDOUT_PERCENT": "50",
-            "PLAYBOOK_EXPERIMENT_SALT": salt,
-        },
-        cwd=tmp_path,
+    # In-process: what the server is started with reaches it through the same Settings as in
+    # the stdio session above.
+    settings = Settings(
+        PLAYBOOK_DATABASE_URL=database_url,
+        PLAYBOOK_ACTOR="mcp:tester",
+        PLAYBOOK_HOLDOUT_PERCENT=50,
+        PLAYBOOK_EXPERIMENT_SALT=salt,
+        _env_file=None,
     )
+    server = build_server(settings, lambda: engine, local_caller(settings))
 
     async def session() -> None:
-        with (tmp_path / "err.log").open("w") as log:
-            async with Client(stdio_client(params, errlog=log)) as client:
-                found = await client.call_tool(
-                    "search_lessons", {"query": "Stripe webhook retries", "ticket": held}
-                )
-                answer = found.structured_content
-                assert answer["held_out"] is True and answer["lessons"] == []
-                assert "held-out arm" in answer["reason"]
-                # Without a ticket the same search is outside the experiment.
-                free = await client.call_tool("search_lessons", {"query": "Stripe webhook retries"})
-                assert free.structured_content["held_out"] is False
-                assert [hit["id"] for hit in free.structured_content["lessons"]] == [
-                    two_scopes["stripe"]
-                ]
+        async with Client(server) as client:
+            found = await client.call_tool(
+                "search_lessons", {"query": "Stripe webhook retries", "ticket": held}
+            )
+            answer = found.structured_content
+            assert answer["held_out"] is True and answer["lessons"] == []
+            assert "held-out arm" in answer["reason"]
+            # Without a ticket the same search is outside the experiment.
+            free = await client.call_tool("search_lessons", {"query": "Stripe webhook retries"})
+            assert free.structured_content["held_out"] is False
+            assert [hit["id"] for hit in free.structured_content["lessons"]] == [
+                two_scopes["stripe"]
+            ]
 
     run(session)
     assert counters(engine, two_scopes["stripe"]) == (0, 0)
