@@ -7,13 +7,17 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, select
 
+from playbook import db
+from playbook.db import transaction
+from playbook.models import Delivery
+from tests.bot.processes import wait_for
 from tests.payloads import fixture_body
 from tests.support import GITHUB_SECRET, wait_until_up
 from webhooks.signatures import sign
@@ -88,19 +92,27 @@ def test_serve_receives_and_processes_on_the_sqlite_default(served) -> None:
     assert (status, ready["status"], ready["workers"]) == (200, "ok", 1)
     bad = dict(headers, **{"X-Hub-Signature-256": sign("wrong", body)})
     assert request(f"{url}/webhooks/github", body, bad)[0] == 401
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        listing = subprocess.run(
-            [*console(), "deliveries", "list", "--json"],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        rows = json.loads(listing.stdout)
-        if rows and rows[0]["status"] == "done":
-            break
-        time.sleep(0.2)
+    assert (cwd / "playbook.db").exists()  # serve made the default database where it ran
+    # Polled in-process (a CLI process per poll costs a second of start-up); the CLI then
+    # reads the same default database from the same directory once.
+    engine = db.make_engine(f"sqlite:///{cwd / 'playbook.db'}")
+    try:
+        wait_for(lambda: _status(engine, "serve-1") == "done", "serve processed the delivery")
+    finally:
+        engine.dispose()
+    listing = subprocess.run(
+        [*console(), "deliveries", "list", "--json"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = json.loads(listing.stdout)
     assert [(row["delivery_id"], row["status"]) for row in rows] == [("serve-1", "done")]
-    assert (cwd / "playbook.db").exists()
+
+
+def _status(engine: Engine, delivery_id: str) -> str | None:
+    """The stored status of a delivery, or None before it is stored."""
+    with transaction(engine) as session:
+        return session.scalar(select(Delivery.status).where(Delivery.delivery_id == delivery_id))
