@@ -14,6 +14,12 @@ from webhooks import create_app
 AUTH = {"Authorization": "Bearer agent-token"}
 
 
+@pytest.fixture
+def app(shared_app):
+    """One app for the module: its tests only send requests (the database is emptied for each)."""
+    return shared_app()
+
+
 def bullet(engine: Engine, bullet_id: str):
     with transaction(engine) as session:
         return lifecycle.get(session, bullet_id)

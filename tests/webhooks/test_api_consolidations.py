@@ -22,9 +22,9 @@ TEXTS = (
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Any) -> Any:
-    tokens = {"api_token": MAINTAINER, "agent_tokens": f"ci:{AGENT}"}
-    return create_app(settings.model_copy(update=tokens), engine=engine).test_client()
+def client(shared_app: Any) -> Any:
+    """A client of the module's app (its tests only send requests)."""
+    return shared_app(api_token=MAINTAINER, agent_tokens=f"ci:{AGENT}").test_client()
 
 
 @pytest.fixture

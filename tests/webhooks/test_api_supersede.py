@@ -8,7 +8,6 @@ from sqlalchemy import Engine
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from tests.support import saw
-from webhooks import create_app
 
 MAINTAINER = {"Authorization": "Bearer maintainer-token"}
 AGENT = {"Authorization": "Bearer agent-token-1"}
@@ -18,12 +17,13 @@ SIMILAR = "Pin the v2 payments client to 2.0 because 1.5 breaks refunds and retr
 
 
 @pytest.fixture
-def make(engine: Engine, settings):
-    """A client of the app with a maintainer and an agent token, settings changed as asked."""
+def make(shared_app):
+    """A client of the app with a maintainer and an agent token, settings changed as asked
+    (one app per module for each set of changes: the tests only send requests)."""
 
     def build(**changes):
         tokens = {"api_token": "maintainer-token", "agent_tokens": "claude:agent-token-1"}
-        return create_app(settings.model_copy(update=tokens | changes), engine=engine).test_client()
+        return shared_app(**(tokens | changes)).test_client()
 
     return build
 

@@ -17,16 +17,12 @@ SCOPED = {"Authorization": "Bearer scoped-token"}
 
 
 @pytest.fixture
-def api(engine: Engine, settings):
-    """A client of the app with a maintainer, an unscoped and a scoped agent token."""
-    app = create_app(
-        settings.model_copy(
-            update={
-                "api_token": "maintainer-token",
-                "agent_tokens": "claude:agent-token-1, ci@acme/api:scoped-token",
-            }
-        ),
-        engine=engine,
+def api(shared_app):
+    """A client of the app with a maintainer, an unscoped and a scoped agent token (one app
+    for the module: its tests only send requests)."""
+    app = shared_app(
+        api_token="maintainer-token",
+        agent_tokens="claude:agent-token-1, ci@acme/api:scoped-token",
     )
     return app.test_client()
 

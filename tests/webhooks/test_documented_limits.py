@@ -23,7 +23,6 @@ from playbook import agents, db
 from playbook.consolidation import store as consolidations
 from playbook.consolidation.groups import Group
 from playbook.lessons import lifecycle
-from webhooks.app import create_app
 
 TOKEN = "limits-maintainer"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -150,7 +149,9 @@ def over_limit_requests(document: dict[str, Any]) -> Iterator[tuple[str, str, An
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Any) -> Any:
+def client(engine: Engine, shared_app: Any) -> Any:
+    """A client of the module's app (its tests only send requests), with lessons and
+    consolidations to act on."""
     with db.transaction(engine) as session:
         lifecycle.add(session, LESSON["text"], learned_from="CTMS-1", actor="t")
         # pb-2, for pb-1 to supersede.
@@ -168,8 +169,7 @@ def client(engine: Engine, settings: Any) -> Any:
         method = "get" if not action else "post"
         key = (method, f"/api/v1/consolidations/{{id}}{action}")
         VALID[key] = ({"id": number}, *VALID[key][1:])
-    app = create_app(settings.model_copy(update={"api_token": TOKEN}), engine=engine)
-    return app.test_client()
+    return shared_app(api_token=TOKEN).test_client()
 
 
 def test_every_documented_api_limit_is_enforced_on_what_is_sent(client: Any) -> None:

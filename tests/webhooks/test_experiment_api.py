@@ -10,7 +10,6 @@ from sqlalchemy import Engine
 from playbook.experiment import statistics
 from tests import holdout_world
 from tests.holdout_world import HARMFUL
-from webhooks import create_app
 
 MAINTAINER = {"Authorization": "Bearer maintainer-token"}
 AGENT = {"Authorization": "Bearer agent-token"}
@@ -20,14 +19,15 @@ OURS = {"Authorization": "Bearer api-token"}
 
 
 @pytest.fixture
-def client(seeded: Engine, settings: Any) -> Any:
+def client(seeded: Engine, shared_app: Any) -> Any:
+    """The holdout world, and a client of the module's app (its tests only send requests)."""
     holdout_world.build(seeded)
     changes = {
         "api_token": "maintainer-token",
         "agent_tokens": "bot:agent-token,web@other/web:web-token,api@acme/api:api-token",
         "effect_min_tickets": holdout_world.MIN_TICKETS,
     }
-    return create_app(settings.model_copy(update=changes), engine=seeded).test_client()
+    return shared_app(**changes).test_client()
 
 
 def test_maintainers_and_agents_read_the_report(client: Any) -> None:

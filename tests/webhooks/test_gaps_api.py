@@ -10,7 +10,6 @@ from sqlalchemy import Engine, select
 from playbook.db import transaction
 from playbook.models import Retrieval
 from tests.gaps_world import CLUSTER, OTHERS, searched
-from webhooks import create_app
 
 MAINTAINER = {"Authorization": "Bearer maintainer-token"}
 AGENT = {"Authorization": "Bearer agent-token-1"}
@@ -18,13 +17,14 @@ SCOPED = {"Authorization": "Bearer ops-token-1"}
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Any) -> Any:
+def client(shared_app: Any) -> Any:
+    """A client of the module's app (its tests only send requests)."""
     tokens = {
         "api_token": "maintainer-token",
         "agent_tokens": "bot:agent-token-1,ops-bot@OPS:ops-token-1",
         "jira_url": "https://jira.example.com/",
     }
-    return create_app(settings.model_copy(update=tokens), engine=engine).test_client()
+    return shared_app(**tokens).test_client()
 
 
 def test_maintainer_and_agent_tokens_get_the_gaps(engine: Engine, client: Any) -> None:

@@ -14,7 +14,6 @@ from bot.mcp_server import build_server, local_caller
 from playbook.db import transaction
 from playbook.ratings.store import Scored, record
 from tests.bot.test_mcp import run
-from webhooks import create_app
 
 MAINTAINER = {"Authorization": "Bearer maintainer-token"}
 SCOPED = {"Authorization": "Bearer scoped-token"}
@@ -22,8 +21,9 @@ HOSTILE = '<script>alert("rated")</script> & <b>bold</b>'
 
 
 @pytest.fixture
-def make(engine: Engine, settings: Any):
-    """The app with a maintainer token and an agent token bound to acme/api."""
+def make(shared_app: Any):
+    """The app with a maintainer token and an agent token bound to acme/api (one per module
+    for each set of changes: the tests only send requests)."""
 
     def build(**changes: Any) -> Any:
         tokens = {
@@ -31,7 +31,7 @@ def make(engine: Engine, settings: Any):
             "agent_tokens": "ci@acme/api:scoped-token",
             **changes,
         }
-        return create_app(settings.model_copy(update=tokens), engine=engine).test_client()
+        return shared_app(**tokens).test_client()
 
     return build
 

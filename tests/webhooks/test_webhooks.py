@@ -22,6 +22,12 @@ from webhooks.signatures import sign
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 
 
+@pytest.fixture
+def app(shared_app):
+    """One app for the module: its tests only send requests (the database is emptied for each)."""
+    return shared_app()
+
+
 def rows(engine: Engine) -> list[Delivery]:
     with transaction(engine) as session:
         return list(session.scalars(select(Delivery).order_by(Delivery.id)))

@@ -13,14 +13,14 @@ from playbook.db import transaction
 from playbook.experiment import assignment
 from tests import holdout_world
 from tests.holdout_world import FIRST_DAY, HARMFUL, STARTED
-from webhooks import create_app
 
 
 @pytest.fixture
-def page(engine: Engine, settings: Any) -> Any:
-    """A test client of the page, readable without a login, with a minimum of 5 tickets."""
+def page(shared_app: Any) -> Any:
+    """A test client of the page, readable without a login, with a minimum of 5 tickets (one
+    app for the module: its tests only send requests)."""
     changes = {"ui_public_read": True, "effect_min_tickets": holdout_world.MIN_TICKETS}
-    return create_app(settings.model_copy(update=changes), engine=engine).test_client()
+    return shared_app(**changes).test_client()
 
 
 def panel(client: Any) -> str:

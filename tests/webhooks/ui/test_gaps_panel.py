@@ -10,16 +10,16 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.gaps_world import CLUSTER, OTHERS, searched
-from webhooks import create_app
 
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)"> \u202eKafka'
 
 
 @pytest.fixture
-def page(engine: Engine, settings: Any) -> Any:
-    """The page, readable without a login, with Jira's address set."""
+def page(shared_app: Any) -> Any:
+    """The page, readable without a login, with Jira's address set (one app for the module:
+    its tests only send requests)."""
     changes = {"ui_public_read": True, "jira_url": "https://jira.example.com"}
-    return create_app(settings.model_copy(update=changes), engine=engine).test_client()
+    return shared_app(**changes).test_client()
 
 
 def panel(client: Any) -> str:

@@ -19,9 +19,9 @@ HOSTILE = 'Never trust <script>alert("x")</script> input'
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Any) -> Any:
-    app = create_app(settings.model_copy(update={"api_token": TOKEN}), engine=engine)
-    return app.test_client()
+def client(shared_app: Any) -> Any:
+    """A client of the module's app (its tests only send requests)."""
+    return shared_app(api_token=TOKEN).test_client()
 
 
 def _propose(engine: Engine, text: str, url: str | None, source: str = "review") -> str:

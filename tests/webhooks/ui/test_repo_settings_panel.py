@@ -12,17 +12,16 @@ from sqlalchemy import Engine
 from playbook.db import transaction
 from playbook.models import RepoSettingsRow
 from playbook.repos.settings import FILE_PATH
-from webhooks import create_app
 from webhooks.ui import deliveries
 
 TOKEN = "ui-maintainer-token"
 
 
 @pytest.fixture
-def page(engine: Engine, settings: Any) -> Any:
-    """A test client logged in with the maintainer token (deliveries are never public)."""
-    client = create_app(settings.model_copy(update={"api_token": TOKEN}), engine=engine)
-    client = client.test_client()
+def page(shared_app: Any) -> Any:
+    """A test client logged in with the maintainer token (deliveries are never public), of the
+    module's app (its tests only send requests)."""
+    client = shared_app(api_token=TOKEN).test_client()
     form = client.get("/ui/login").text
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
     assert csrf

@@ -18,8 +18,9 @@ TOKEN = "ui-maintainer-token"
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Any) -> Any:
-    return create_app(settings.model_copy(update={"api_token": TOKEN}), engine=engine).test_client()
+def client(shared_app: Any) -> Any:
+    """A client of the module's app (its tests only send requests)."""
+    return shared_app(api_token=TOKEN).test_client()
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ TOKEN = "ui-maintainer-token"
 
 
 @pytest.fixture
-def make(engine: Engine, settings: Any):
-    """A test client of the app with the maintainer token, and settings changed as asked."""
+def make(shared_app: Any):
+    """A test client of the app with the maintainer token, and settings changed as asked (one
+    app per module for each set of changes: the tests only send requests)."""
 
     def build(**changes: Any) -> Any:
-        app = create_app(settings.model_copy(update={"api_token": TOKEN, **changes}), engine=engine)
-        return app.test_client()
+        return shared_app(**{"api_token": TOKEN, **changes}).test_client()
 
     return build
 
