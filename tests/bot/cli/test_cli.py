@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 from playbook.db import transaction
 from playbook.outcomes import usage
@@ -161,6 +162,21 @@ def test_first_run_on_a_new_sqlite_file_creates_the_schema(tmp_path: Path) -> No
     assert run_installed(["db", "upgrade"], env, tmp_path).stdout.startswith("schema already at")
 
 
+def run_here(args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Result:
+    """Run `playbook-bot ARGS` in this process with only ``env`` of the playbook's settings.
+
+    The console script is this same click group (`first run` above runs it as a process), and
+    a refusal before any work needs no process of its own: it would only pay the start-up.
+    """
+    from bot.cli import main
+
+    for name in [n for n in os.environ if n.startswith(("PLAYBOOK_", "LOG_"))]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
@@ -171,22 +187,23 @@ def test_first_run_on_a_new_sqlite_file_creates_the_schema(tmp_path: Path) -> No
     ],
 )
 def test_bad_database_url_is_one_sentence_and_exit_2(
-    tmp_path: Path, url: str, message: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, message: str
 ) -> None:
-    env = dict(os.environ, PLAYBOOK_DATABASE_URL=url)
-    result = run_installed(["list"], env, tmp_path)
-    assert result.returncode == 2
+    monkeypatch.chdir(tmp_path)
+    result = run_here(["list"], {"PLAYBOOK_DATABASE_URL": url}, monkeypatch)
+    assert result.exit_code == 2
     assert message in result.stderr
     assert "PLAYBOOK_DATABASE_URL" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.output
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_bad_setting_is_named(tmp_path: Path) -> None:
-    env = dict(os.environ, LOG_FORMAT="xml", PLAYBOOK_DATABASE_URL="sqlite:///x.db")
-    result = run_installed(["list"], env, tmp_path)
-    assert result.returncode == 2
-    assert "LOG_FORMAT" in result.stderr and "Traceback" not in result.stderr
+def test_bad_setting_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = {"LOG_FORMAT": "xml", "PLAYBOOK_DATABASE_URL": "sqlite:///x.db"}
+    result = run_here(["list"], env, monkeypatch)
+    assert result.exit_code == 2
+    assert "LOG_FORMAT" in result.stderr and "Traceback" not in result.output
 
 
 def test_json_logs_when_asked(tmp_path: Path) -> None:
