@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from bot.config import Settings
 from tests.support import serving
-from tests.webhooks.ui.browser.browsing import TOKEN, Site
+from tests.webhooks.ui.browser.browsing import TOKEN, Site, log_in
 from webhooks.app import create_app
 
 # Browser downloads are not possible here: Playwright drives the system's chromium.
@@ -95,3 +95,31 @@ def page_for(browser: Any) -> Iterator[Callable[..., Any]]:
     yield open_page
     for context in contexts:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def sessions() -> dict[str, list[Any]]:
+    """The login cookie of each maintainer name logged in through the form in this module."""
+    return {}
+
+
+@pytest.fixture
+def logged_in(sessions: dict[str, list[Any]]) -> Callable[..., None]:
+    """Log a page in as ``name`` and open /ui/: through the form the first time in the module,
+    then with the cookie that login set (a login is half a second of forms and redirects).
+
+    Every site of the module signs sessions with a key derived from the same token, and a
+    cookie of 127.0.0.1 goes to each of its ports. The login form itself is tested with
+    ``log_in``.
+    """
+
+    def enter(page: Any, site: Site, name: str = "alice") -> None:
+        cookies = sessions.get(name)
+        if cookies is None:
+            log_in(page, site, name)
+            sessions[name] = [c for c in page.context.cookies() if c["name"] == "playbook_ui"]
+            return
+        page.context.add_cookies(cookies)
+        page.goto(f"{site.url}/ui/")
+
+    return enter

@@ -129,11 +129,11 @@ def test_log_in_search_and_open_a_lesson(serve: Any, page_for: Any) -> None:
     expect(page).to_have_url(re.compile(r"/ui/login"))
 
 
-def test_deprecate_with_a_reason_then_restore(serve: Any, page_for: Any) -> None:
+def test_deprecate_with_a_reason_then_restore(serve: Any, page_for: Any, logged_in: Any) -> None:
     site: Site = serve(jira_url="https://jira.example.com")
     ids = _seed(site.engine)
     page = page_for(site)
-    log_in(page, site, name="bob")
+    logged_in(page, site, name="bob")
     page.goto(f"{site.url}/ui/lessons/{ids['flaky']}")
     expect(page.get_by_role("link", name="acme/api#7")).to_have_attribute(
         "href", "https://github.com/acme/api/issues/7"
@@ -169,11 +169,13 @@ def test_deprecate_with_a_reason_then_restore(serve: Any, page_for: Any) -> None
     expect(page.locator(".revisions .revision").first).to_contain_text("restore by ui:bob")
 
 
-def test_edit_records_a_revision_with_a_word_diff(serve: Any, page_for: Any) -> None:
+def test_edit_records_a_revision_with_a_word_diff(
+    serve: Any, page_for: Any, logged_in: Any
+) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
     page = page_for(site)
-    log_in(page, site)
+    logged_in(page, site)
     page.goto(f"{site.url}/ui/lessons/{ids['retry']}")
     page.get_by_role("link", name="Edit", exact=True).click()
     text = page.get_by_label("Lesson")
@@ -193,7 +195,7 @@ def test_edit_records_a_revision_with_a_word_diff(serve: Any, page_for: Any) -> 
     expect(page.get_by_role("alert")).to_contain_text("learned_from")
 
 
-def test_approve_and_reject_proposals(serve: Any, page_for: Any) -> None:
+def test_approve_and_reject_proposals(serve: Any, page_for: Any, logged_in: Any) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
     with db.transaction(site.engine) as session:
@@ -205,7 +207,7 @@ def test_approve_and_reject_proposals(serve: Any, page_for: Any) -> None:
             status="proposed",
         ).bullet.id
     page = page_for(site)
-    log_in(page, site)
+    logged_in(page, site)
     page.get_by_role("link", name=re.compile("2 proposals waiting")).click()
     expect(page).to_have_url(re.compile("/ui/proposals$"))
     expect(page.locator(".proposal")).to_have_count(2)
@@ -225,14 +227,14 @@ def test_approve_and_reject_proposals(serve: Any, page_for: Any) -> None:
 
 
 def test_a_dead_delivery_shows_its_traceback_and_the_comment_it_kept(
-    serve: Any, page_for: Any
+    serve: Any, page_for: Any, logged_in: Any
 ) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
     body = "**Lessons that may help** <script>alert(2)</script>"
     _skipped_comment(site.engine, ids["dead"], body, "GITHUB_APP_ID", ids["retry"])
     page = page_for(site)
-    log_in(page, site)
+    logged_in(page, site)
     page.get_by_role("link", name="Deliveries").click()
     card = page.locator(f"#delivery-{ids['dead']}")
     expect(card.locator(".badge.outcome-dead")).to_be_visible()
@@ -288,12 +290,14 @@ def _history(engine: Engine, ids: dict[str, str]) -> None:
             )
 
 
-def test_stats_draws_charts_without_breaking_the_policy(serve: Any, page_for: Any) -> None:
+def test_stats_draws_charts_without_breaking_the_policy(
+    serve: Any, page_for: Any, logged_in: Any
+) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
     _history(site.engine, ids)
     page = page_for(site)
-    log_in(page, site)
+    logged_in(page, site)
     page.get_by_role("link", name="Stats").click()
     charts = page.locator("figure.chart svg")
     expect(charts).to_have_count(4)
@@ -308,11 +312,11 @@ def test_stats_draws_charts_without_breaking_the_policy(serve: Any, page_for: An
     assert violations == []
 
 
-def test_lesson_text_is_shown_as_text_never_run(serve: Any, page_for: Any) -> None:
+def test_lesson_text_is_shown_as_text_never_run(serve: Any, page_for: Any, logged_in: Any) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
     page = page_for(site)
-    log_in(page, site)
+    logged_in(page, site)
     page.locator("input[type=search][name=q]").fill("escape user text html")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("table.lessons")).to_contain_text("<img src=x onerror=alert(1)>")
@@ -323,11 +327,13 @@ def test_lesson_text_is_shown_as_text_never_run(serve: Any, page_for: Any) -> No
     assert site.dialogs == []
 
 
-def test_a_post_without_the_csrf_token_is_refused(serve: Any, page_for: Any) -> None:
+def test_a_post_without_the_csrf_token_is_refused(
+    serve: Any, page_for: Any, logged_in: Any
+) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
     page = page_for(site)
-    log_in(page, site)
+    logged_in(page, site)
     # The logged-in browser's cookie goes with it, but not the form's token.
     answer = page.request.post(
         f"{site.url}/ui/lessons/{ids['retry']}/deprecate",
@@ -375,11 +381,11 @@ def test_public_read_shows_lessons_but_changes_need_a_login(serve: Any, page_for
         assert session.get(Bullet, ids["retry"]).status == "active"  # type: ignore[union-attr]
 
 
-def test_pages_fit_a_phone(serve: Any, page_for: Any) -> None:
+def test_pages_fit_a_phone(serve: Any, page_for: Any, logged_in: Any) -> None:
     site: Site = serve()
     ids = _seed(site.engine)
     page = page_for(site, width=390, height=844)
-    log_in(page, site)
+    logged_in(page, site)
     for path in ("/ui/", f"/ui/lessons/{ids['retry']}", "/ui/deliveries", "/ui/stats"):
         page.goto(f"{site.url}{path}")
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -388,7 +394,7 @@ def test_pages_fit_a_phone(serve: Any, page_for: Any) -> None:
     site.shot(page, "lessons-phone")
 
 
-def test_post_now_posts_a_skipped_comment_once(serve: Any, page_for: Any) -> None:
+def test_post_now_posts_a_skipped_comment_once(serve: Any, page_for: Any, logged_in: Any) -> None:
     from bot.worker import Services, Worker
     from tests.fakes.github import FakeGitHub
 
@@ -408,7 +414,7 @@ def test_post_now_posts_a_skipped_comment_once(serve: Any, page_for: Any) -> Non
         body = f"Lessons that may help: {ids['retry']}"
         _skipped_comment(site.engine, ids["dead"], body, "GITHUB_TOKEN", ids["retry"])
         page = page_for(site)
-        log_in(page, site)
+        logged_in(page, site)
         page.goto(f"{site.url}/ui/deliveries")
         card = page.locator(f"#delivery-{ids['dead']}")
         card.get_by_role("button", name="Post now").click()
