@@ -11,17 +11,17 @@ from sqlalchemy import Engine
 
 
 @pytest.fixture(scope="module")
-def module_apps() -> dict[str, Flask]:
-    """The apps ``shared_app`` built in this module, by their settings' changes."""
-    return {}
+def module_apps() -> list[tuple[Any, Flask]]:
+    """The apps ``shared_app`` built in this module, each with its settings."""
+    return []
 
 
 @pytest.fixture
 def shared_app(
-    module_apps: dict[str, Flask], settings: Any, engine: Engine
+    module_apps: list[tuple[Any, Flask]], settings: Any, engine: Engine
 ) -> Callable[..., Flask]:
-    """``create_app`` on the test settings with ``changes``, built once per module for each set
-    of changes: for tests that only send requests and never change the app.
+    """``create_app`` on the test settings with ``changes``, built once per module for the same
+    settings: for tests that only send requests and never change the app.
 
     Building an app costs a tenth of a second or more, and a module sends a hundred requests.
     The database is still emptied before each test (``engine``, the engine every app here is
@@ -34,9 +34,12 @@ def shared_app(
         configured = settings.model_copy(update=changes)
         if configured.embeddings_enabled:
             return create_app(configured, engine=engine)
-        key = repr(sorted(changes.items()))
-        if key not in module_apps:
-            module_apps[key] = create_app(configured, engine=engine)
-        return module_apps[key]
+        # Settings compare by value (secrets too): the same settings get the same app.
+        for built_with, app in module_apps:
+            if built_with == configured:
+                return app
+        app = create_app(configured, engine=engine)
+        module_apps.append((configured, app))
+        return app
 
     return build
