@@ -161,8 +161,11 @@ class Version:
         self.folder = folder
         self.database = folder / f"{name}.db"
         folder.mkdir(parents=True, exist_ok=True)
+        # Bytecode is written (by the warm-up), as `pip install` writes it for a user: a
+        # PYTHONDONTWRITEBYTECODE inherited here would compile every module on every start.
+        inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         self.env = {
-            **os.environ,
+            **inherited,
             "PYTHONPATH": str(tree),
             "PLAYBOOK_DATABASE_URL": f"sqlite:///{self.database}",
             "LOG_LEVEL": "WARNING",
