@@ -1,77 +1,117 @@
-"""Worker processes for the tests that need more than one: started from worker_process.py,
-stopped once what the test waits for has happened."""
+"""Processes for the tests that need more than one: workers (worker_process.py) and job loops
+(scheduler_process.py), started side by side and stopped once what the test waits for happened.
+
+Each is a process of its own (its own engine and connections, killed as any process would be),
+forked from multiprocessing's fork server, which imports the bot once for the whole session: a
+fresh interpreter would spend a second or more importing it for every process.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from subprocess import DEVNULL, PIPE, Popen
 
 import pytest
 from sqlalchemy import Engine, func, select
 
 from playbook.db import transaction
 from playbook.models import Delivery
-from tests.support import ROOT
+from tests.bot import scheduler_process, worker_process
 
 # Catches a hang, never a slow machine: what the tests wait for takes seconds even under load.
 GUARD_SECONDS = 120
 
+_CONTEXT = multiprocessing.get_context("forkserver")
+# The server starts with the first process a test asks for, in that moment's environment and
+# working directory, which every later process shares: the tests that start processes change
+# neither. "__main__" too: pytest's entry script, imported once there instead of in each child.
+_CONTEXT.set_forkserver_preload(["__main__", worker_process.__name__, scheduler_process.__name__])
 
-def start_worker(database_url: str, record: Path, *args: str) -> Popen:
+
+@dataclass
+class Child:
+    """A process started by ``start_process``, and the test's end of its pipe."""
+
+    process: BaseProcess
+    pipe: Connection
+
+    @property
+    def pid(self) -> int:
+        """The process id (the worker records it beside each delivery it handles)."""
+        assert self.process.pid is not None
+        return self.process.pid
+
+
+def start_process(body: Callable[[list[str], Connection], None], *argv: str) -> Child:
+    """Start a process running ``body(argv, pipe)``; ``ready`` waits until it says so."""
+    mine, theirs = _CONTEXT.Pipe()
+    process = _CONTEXT.Process(target=body, args=(list(argv), theirs), daemon=True)
+    process.start()
+    theirs.close()
+    return Child(process, mine)
+
+
+def ready(*children: Child) -> None:
+    """Wait until every process has said it is ready (it can work at once)."""
+    for child in children:
+        if not child.pipe.poll(GUARD_SECONDS):
+            pytest.fail(f"process {child.pid} not ready after {GUARD_SECONDS} s")
+        try:
+            said = child.pipe.recv()
+        except EOFError:
+            child.process.join(GUARD_SECONDS)
+            pytest.fail(f"process {child.pid} exited ({child.process.exitcode}) before ready")
+        assert said == "ready"
+
+
+def go(*children: Child) -> None:
+    """Open the gate of processes waiting for the word (a worker started with ``--gate``)."""
+    for child in children:
+        child.pipe.send("go")
+
+
+def kill(child: Child) -> None:
+    """SIGKILL, as a crash or the OOM killer would: no chance to finish or let go of anything."""
+    os.kill(child.pid, signal.SIGKILL)
+    child.process.join(GUARD_SECONDS)
+    assert child.process.exitcode == -signal.SIGKILL
+    child.pipe.close()
+
+
+def finish(*children: Child) -> None:
+    """Wait for processes that end by themselves, and check each exited 0."""
+    for child in children:
+        child.process.join(GUARD_SECONDS)
+        assert child.process.exitcode == 0, f"process {child.pid}: {child.process.exitcode}"
+        child.pipe.close()
+
+
+def stop_processes(*children: Child) -> None:
+    """Ask processes to stop (a worker finishes its batch in hand), and check each exited 0."""
+    for child in children:
+        if child.process.is_alive():
+            os.kill(child.pid, signal.SIGTERM)
+    finish(*children)
+
+
+def start_worker(database_url: str, record: Path, *args: str) -> Child:
     """Start a worker process recording what it handles in ``record`` (``args`` as
     worker_process.py takes them); ``ready`` waits until it can work."""
-    script = Path(__file__).with_name("worker_process.py")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return Popen(
-        [sys.executable, str(script), database_url, str(record), *args],
-        env=env,
-        stdin=PIPE if "--gate" in args else DEVNULL,
-        stdout=PIPE,
-        text=True,
-    )
+    return start_process(worker_process.run, database_url, str(record), *args)
 
 
-def ready(*processes: Popen) -> None:
-    """Wait until every worker process has imported the bot and can work."""
-    for process in processes:
-        assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        process.stdout.close()  # the script prints nothing after "ready"
-        assert line == "ready"
-
-
-def spawn_workers(count: int, database_url: str, record: Path, *args: str) -> list[Popen]:
-    """Start ``count`` worker processes side by side (each spends a second or more importing
-    the bot); returns once every one is ready."""
-    processes = [start_worker(database_url, record, *args) for _ in range(count)]
-    ready(*processes)
-    return processes
-
-
-def spawn_worker(database_url: str, record: Path, *args: str) -> Popen:
-    """Start one worker process; returns once it is ready."""
-    [process] = spawn_workers(1, database_url, record, *args)
-    return process
-
-
-def let_work(process: Popen) -> None:
-    """Open the gate of a worker process started with ``--gate``."""
-    assert process.stdin is not None
-    process.stdin.write("go\n")
-    process.stdin.close()
-
-
-def stop_workers(*processes: Popen) -> None:
-    """Ask worker processes to stop (each finishes its batch in hand) and check each exited 0."""
-    for process in processes:
-        process.send_signal(signal.SIGTERM)
-    for process in processes:
-        assert process.wait(timeout=GUARD_SECONDS) == 0
+def spawn_workers(count: int, database_url: str, record: Path, *args: str) -> list[Child]:
+    """Start ``count`` worker processes side by side; returns once every one is ready."""
+    workers = [start_worker(database_url, record, *args) for _ in range(count)]
+    ready(*workers)
+    return workers
 
 
 def wait_for(condition: Callable[[], bool], what: str, seconds: float = GUARD_SECONDS) -> None:

@@ -1,24 +1,25 @@
 """A process that tries to run a scheduled job repeatedly and logs when it ran (for tests).
 
-Run as `python scheduler_process.py DATABASE_URL LOG_FILE ROUNDS [unlocked]`: it prints "ready"
-once everything is imported, then waits for a line on stdin, so the processes of a test begin
-their rounds together, however long each took to start; `unlocked` runs the job without the
-lock, to show that the test sees overlaps when there are.
+tests/bot/processes.py starts it (``run`` is the process's body) with the arguments `LOG_FILE
+ROUNDS [unlocked]` after the database URL. It says "ready" on its pipe once it can run, then
+waits for the word, so the processes of a test begin their rounds together; `unlocked` runs the
+job without the lock, to show that the test sees overlaps when there are.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
+from multiprocessing.connection import Connection
 
+from bot.scheduler import run_exclusively
 from playbook import db
 
 
-def main() -> None:
+def run(argv: list[str], pipe: Connection) -> None:
     """Try the job ROUNDS times; each run logs start and end times."""
-    url, log_file, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    unlocked = sys.argv[4:] == ["unlocked"]
+    url, log_file, rounds = argv[0], argv[1], int(argv[2])
+    unlocked = argv[3:] == ["unlocked"]
     engine = db.make_engine(url)
     holder = f"proc-{os.getpid()}"
 
@@ -32,21 +33,11 @@ def main() -> None:
         finally:
             os.close(fd)
 
-    if not unlocked:
-        # Imported only here: the unlocked control needs none of the bot, so it starts sooner.
-        from bot.scheduler import run_exclusively
-    print("ready", flush=True)
-    sys.stdin.readline()
+    pipe.send("ready")
+    pipe.recv()
     for _ in range(rounds):
         if unlocked:
             work()
         else:
             run_exclusively(engine, "prune", holder, work)
         time.sleep(0.01)
-    # Every run is logged (os.write, unbuffered): skip the interpreter's teardown of the
-    # modules the bot imported, which takes most of a second.
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

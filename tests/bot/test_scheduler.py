@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,7 +13,8 @@ from bot.config import Settings
 from bot.scheduler import run_exclusively, start
 from playbook import clock
 from playbook.deliveries import leases
-from tests.support import ROOT
+from tests.bot import scheduler_process
+from tests.bot.processes import Child, finish, go, ready, start_process
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -58,31 +56,20 @@ def test_a_job_still_running_is_not_started_by_a_new_leader(engine: Engine) -> N
         assert run_exclusively(engine, "prune", "new-leader", lambda: None)
 
 
-def _start_pair(database_url: str, log_file: Path, *extra: str) -> list[subprocess.Popen]:
-    """Start two processes running the job loop; each waits for its go line once ready."""
-    script = Path(__file__).with_name("scheduler_process.py")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    args = [sys.executable, str(script), database_url, str(log_file), "25", *extra]
+def _start_pair(database_url: str, log_file: Path, *extra: str) -> list[Child]:
+    """Start two processes running the job loop; each waits for the word once ready."""
     return [
-        subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        start_process(scheduler_process.run, database_url, str(log_file), "25", *extra)
         for _ in range(2)
     ]
 
 
-def _go_together(processes: list[subprocess.Popen]) -> None:
-    """Once every process has imported everything, let them all begin at the same moment:
-    otherwise the first could finish its rounds before the second starts, and a broken lock
-    would go unseen."""
-    for process in processes:
-        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-    for process in processes:
-        assert process.stdin is not None
-        process.stdin.write("go\n")
-        process.stdin.close()
-    for process in processes:
-        assert process.wait(timeout=120) == 0
-        assert process.stdout is not None
-        process.stdout.close()
+def _go_together(processes: list[Child]) -> None:
+    """Once every process is ready, let them all begin at the same moment: otherwise the first
+    could finish its rounds before the second starts, and a broken lock would go unseen."""
+    ready(*processes)
+    go(*processes)
+    finish(*processes)
 
 
 def _runs(log_file: Path) -> list[tuple[float, float]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import urllib.request
 import uuid
@@ -23,12 +22,13 @@ from playbook.deliveries import inbox
 from playbook.models import Delivery
 from tests.bot.processes import (
     all_finished,
-    let_work,
+    go,
+    kill,
     lines,
     ready,
     spawn_workers,
     start_worker,
-    stop_workers,
+    stop_processes,
     wait_for,
 )
 from tests.payloads import fixture_body
@@ -285,7 +285,7 @@ def test_two_worker_processes_share_500_deliveries_without_doubles(
     try:
         wait_for(lambda: all_finished(engine), "500 deliveries handled")
     finally:
-        stop_workers(*workers)
+        stop_processes(*workers)
     handled = [line.split() for line in lines(record)]
     counts = Counter(delivery for delivery, _pid in handled)
     assert set(counts) == set(ids)  # none lost
@@ -307,17 +307,16 @@ def test_a_worker_killed_mid_batch_leaves_nothing_lost_or_doubled(
     survivor = start_worker(database_url, record, "--lease", "30", "--gate")
     ready(victim, survivor)
     wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(timeout=10)
+    kill(victim)
     done_before = len(lines(record))
     assert 3 <= done_before < 20
     # It takes what nobody holds at once, and the victim's batch when its lease (renewed until
     # the kill) runs out.
-    let_work(survivor)
+    go(survivor)
     try:
         wait_for(lambda: all_finished(engine), "the survivor finished the inbox")
     finally:
-        stop_workers(survivor)
+        stop_processes(survivor)
     counts = Counter(line.split()[0] for line in lines(record))
     assert set(counts) == set(ids)  # none lost
     assert {status for status, _attempts in statuses(engine)} == {"done"}

@@ -24,7 +24,7 @@ from playbook import clock
 from playbook.db import transaction
 from playbook.deliveries import inbox
 from playbook.models import Delivery
-from tests.bot.processes import all_finished, lines, spawn_workers, stop_workers, wait_for
+from tests.bot.processes import all_finished, lines, spawn_workers, stop_processes, wait_for
 from tests.support import put
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
@@ -323,7 +323,7 @@ def test_two_workers_with_a_handler_slower_than_the_lease_handle_each_row_once(
         # Both workers poll until every row is done, so a lease let lapse would be taken.
         wait_for(lambda: all_finished(engine), "4 slow deliveries handled")
     finally:
-        stop_workers(*workers)
+        stop_processes(*workers)
     counts = Counter(line.split()[0] for line in lines(record))
     assert len(counts) == 4 and set(counts.values()) == {1}
     for row_id in ids:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
 from collections import Counter
@@ -22,11 +21,12 @@ from playbook.deliveries import inbox
 from playbook.models import Delivery
 from tests.bot.processes import (
     all_finished,
-    let_work,
+    go,
+    kill,
     lines,
     ready,
     start_worker,
-    stop_workers,
+    stop_processes,
     wait_for,
 )
 from tests.payloads import bare_issue, fixture_body
@@ -146,15 +146,14 @@ def test_a_laned_worker_killed_mid_batch_loses_nothing(
     survivor = start_worker(database_url, record, "--lease", "30", "--lanes", "2", "--gate")
     ready(victim, survivor)
     wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(timeout=10)
+    kill(victim)
     assert 3 <= len(lines(record)) < 20
     # It takes what nobody holds at once, and the victim's batch when its leases run out.
-    let_work(survivor)
+    go(survivor)
     try:
         wait_for(lambda: all_finished(engine), "the survivor finished the inbox")
     finally:
-        stop_workers(survivor)
+        stop_processes(survivor)
     counts = Counter(line.split()[0] for line in lines(record))
     assert len(counts) == len(ids)  # none lost
     assert {status for status, _ in outcomes(engine).values()} == {"done"}

@@ -1,11 +1,12 @@
 """A worker process for tests: records each delivery it handles in a file, optionally slowly.
 
-Run as `python worker_process.py DATABASE_URL RECORD_FILE [--sleep S] [--lease S] [--batch N]
-[--lanes N] [--gate]`; it prints "ready" once it can work (with --gate it then waits for a line
-on stdin, so a test can start it beside another and let it work later), and works until SIGTERM
-(it finishes the batch in hand, then exits 0) or, as a guard against a test that never stops
-it, --limit seconds. The test stops it when what it waits for has happened, so no test waits
-out an idle timeout.
+tests/bot/processes.py starts it (``run`` is the process's body) with arguments as on a
+command line: `DATABASE_URL RECORD_FILE [--sleep S] [--lease S] [--batch N] [--lanes N]
+[--gate] [--limit S]`. It says "ready" on its pipe once it can work (with --gate it then waits
+for a word on the pipe, so a test can start it beside another and let it work later), and
+works until SIGTERM (it finishes the batch in hand, then exits 0) or, as a guard against a test
+that never stops it, --limit seconds. The test stops it when what it waits for has happened,
+so no test waits out an idle timeout.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import threading
 import time
+from multiprocessing.connection import Connection
 
 from bot.config import Settings
 from bot.handlers.router import Router
@@ -23,7 +24,7 @@ from bot.worker import Services, Worker
 from playbook import db
 
 
-def main() -> None:
+def run(argv: list[str], pipe: Connection) -> None:
     """Run one worker until told to stop."""
     parser = argparse.ArgumentParser()
     parser.add_argument("database_url")
@@ -34,7 +35,7 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=None)
     parser.add_argument("--limit", type=float, default=120.0)
     parser.add_argument("--gate", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
@@ -57,19 +58,13 @@ def main() -> None:
         PLAYBOOK_WORKER_BATCH=args.batch,
         _env_file=None,
     )
+    # Its own engine and connections, as any worker process has.
     engine = db.make_engine(args.database_url)
     worker = Worker(Services(engine=engine, settings=settings), handlers=handlers, lanes=args.lanes)
-    print("ready", flush=True)
+    pipe.send("ready")
     if args.gate:
-        sys.stdin.readline()
+        pipe.recv()
     deadline = time.monotonic() + args.limit
     while not stop.is_set() and time.monotonic() < deadline:
         if not worker.run_once():
             stop.wait(0.02)
-    # Everything it did is committed and written (os.write, unbuffered): skip the interpreter's
-    # teardown of every module the bot imported, which takes most of a second.
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main()
