@@ -1,5 +1,6 @@
-"""Processes for the tests that need more than one: workers (worker_process.py) and job loops
-(scheduler_process.py), started side by side and stopped once what the test waits for happened.
+"""Processes for the tests that need more than one: workers (worker_process.py), job loops
+(scheduler_process.py) and commands (cli_process.py), started side by side and stopped once
+what the test waits for happened.
 
 Each is a process of its own (its own engine and connections, killed as any process would be),
 forked from multiprocessing's fork server, which imports the bot once for the whole session: a
@@ -17,13 +18,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
 
 from playbook.db import transaction
 from playbook.models import Delivery
-from tests.bot import scheduler_process, worker_process
+from tests.bot import cli_process, scheduler_process, worker_process
 
 # Catches a hang, never a slow machine: what the tests wait for takes seconds even under load.
 GUARD_SECONDS = 120
@@ -32,7 +34,9 @@ _CONTEXT = multiprocessing.get_context("forkserver")
 # The server starts with the first process a test asks for, in that moment's environment and
 # working directory, which every later process shares: the tests that start processes change
 # neither. "__main__" too: pytest's entry script, imported once there instead of in each child.
-_CONTEXT.set_forkserver_preload(["__main__", worker_process.__name__, scheduler_process.__name__])
+_CONTEXT.set_forkserver_preload(
+    ["__main__", worker_process.__name__, scheduler_process.__name__, cli_process.__name__]
+)
 
 
 @dataclass
@@ -49,10 +53,10 @@ class Child:
         return self.process.pid
 
 
-def start_process(body: Callable[[list[str], Connection], None], *argv: str) -> Child:
-    """Start a process running ``body(argv, pipe)``; ``ready`` waits until it says so."""
+def start_process(body: Callable[..., None], *args: Any) -> Child:
+    """Start a process running ``body(pipe, *args)``; ``ready`` waits until it says so."""
     mine, theirs = _CONTEXT.Pipe()
-    process = _CONTEXT.Process(target=body, args=(list(argv), theirs), daemon=True)
+    process = _CONTEXT.Process(target=body, args=(theirs, *args), daemon=True)
     process.start()
     theirs.close()
     return Child(process, mine)
@@ -105,6 +109,12 @@ def start_worker(database_url: str, record: Path, *args: str) -> Child:
     """Start a worker process recording what it handles in ``record`` (``args`` as
     worker_process.py takes them); ``ready`` waits until it can work."""
     return start_process(worker_process.run, database_url, str(record), *args)
+
+
+def start_cli(environment: dict[str, str], directory: Path, *args: str) -> Child:
+    """Start `playbook-bot ARGS` in ``environment`` (all of it: nothing else of this process's)
+    and ``directory``; it says nothing on its pipe."""
+    return start_process(cli_process.run, environment, str(directory), *args)
 
 
 def spawn_workers(count: int, database_url: str, record: Path, *args: str) -> list[Child]:

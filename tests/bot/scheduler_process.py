@@ -1,7 +1,7 @@
 """A process that tries to run a scheduled job repeatedly and logs when it ran (for tests).
 
-tests/bot/processes.py starts it (``run`` is the process's body) with the arguments `LOG_FILE
-ROUNDS [unlocked]` after the database URL. It says "ready" on its pipe once it can run, then
+tests/bot/processes.py starts it (``run`` is the process's body) with the arguments
+`DATABASE_URL LOG_FILE ROUNDS [unlocked]`. It says "ready" on its pipe once it can run, then
 waits for the word, so the processes of a test begin their rounds together; `unlocked` runs the
 job without the lock, to show that the test sees overlaps when there are.
 """
@@ -16,10 +16,9 @@ from bot.scheduler import run_exclusively
 from playbook import db
 
 
-def run(argv: list[str], pipe: Connection) -> None:
-    """Try the job ROUNDS times; each run logs start and end times."""
-    url, log_file, rounds = argv[0], argv[1], int(argv[2])
-    unlocked = argv[3:] == ["unlocked"]
+def run(pipe: Connection, url: str, log_file: str, rounds: str, *extra: str) -> None:
+    """Try the job ``rounds`` times; each run logs start and end times."""
+    unlocked = extra == ("unlocked",)
     engine = db.make_engine(url)
     holder = f"proc-{os.getpid()}"
 
@@ -35,7 +34,7 @@ def run(argv: list[str], pipe: Connection) -> None:
 
     pipe.send("ready")
     pipe.recv()
-    for _ in range(rounds):
+    for _ in range(int(rounds)):
         if unlocked:
             work()
         else:

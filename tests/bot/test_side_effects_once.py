@@ -4,9 +4,6 @@ is found by its hidden marker and adopted, never posted twice; loads and cites c
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +14,7 @@ from sqlalchemy import Engine, func, select, update
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import BotComment, Delivery, UsageEvent
-from tests.bot.processes import all_finished, wait_for
+from tests.bot.processes import all_finished, kill, start_cli, stop_processes, wait_for
 from tests.loop_harness import _KEYS, APP_ID, REPO, Loop, start_loop
 from tests.payloads import fixture
 
@@ -184,18 +181,6 @@ def worker_env(loop: Loop, database_url: str, **overrides: str) -> dict[str, str
     return env
 
 
-def start_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen:
-    script = Path(sys.executable).with_name("playbook-bot")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
-    return subprocess.Popen(
-        [*command, "worker"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def all_claimed(engine: Engine) -> bool:
     """Whether every delivery is in a worker's hands (none waits unclaimed)."""
     with transaction(engine) as session:
@@ -218,25 +203,21 @@ def test_workers_killed_mid_post_leave_exactly_one_comment_per_ticket(
             payload["issue"]["number"] = number
             assert loop.github_event(name, payload).status_code == 202
     # The victim claims all six in its first batch (of ten) ...
-    victim = start_worker(worker_env(loop, database_url), tmp_path)
+    victim = start_cli(worker_env(loop, database_url), tmp_path, "worker")
     wait_for(lambda: all_claimed(loop.engine), "the victim claimed every delivery")
     # ... so the survivors, started now, find nothing to take until it is dead and its leases
-    # have run out; meanwhile they get through their start-up. Small batches share the work.
+    # have run out. Small batches share the work between them.
     survivor_env = worker_env(loop, database_url, PLAYBOOK_WORKER_BATCH="2")
-    survivors = [start_worker(survivor_env, tmp_path) for _ in range(2)]
+    survivors = [start_cli(survivor_env, tmp_path, "worker") for _ in range(2)]
     try:
         wait_for(lambda: loop.github.calls("POST", f"/repos/{REPO}/issues/"), "the first post")
         time.sleep(0.3)  # inside the POST: GitHub has stored the comment, the worker waits
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=10)
+        kill(victim)
         wait_for(lambda: all_finished(loop.engine), "the survivors finished the inbox")
     finally:
-        victim.kill()  # a no-op once it is dead; ends it if the test failed before the kill
-        victim.wait(timeout=10)
-        for process in survivors:
-            process.send_signal(signal.SIGTERM)
-        for process in survivors:
-            process.wait(timeout=30)
+        if victim.process.is_alive():  # the test failed before the kill
+            kill(victim)
+        stop_processes(*survivors)
     with transaction(loop.engine) as session:
         outcomes = dict(
             session.execute(select(Delivery.status, func.count()).group_by(Delivery.status)).all()

@@ -24,7 +24,7 @@ from bot.worker import Services, Worker
 from playbook import db
 
 
-def run(argv: list[str], pipe: Connection) -> None:
+def run(pipe: Connection, *argv: str) -> None:
     """Run one worker until told to stop."""
     parser = argparse.ArgumentParser()
     parser.add_argument("database_url")
@@ -35,7 +35,7 @@ def run(argv: list[str], pipe: Connection) -> None:
     parser.add_argument("--lanes", type=int, default=None)
     parser.add_argument("--limit", type=float, default=120.0)
     parser.add_argument("--gate", action="store_true")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(list(argv))
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
