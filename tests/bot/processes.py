@@ -25,7 +25,6 @@ from sqlalchemy import Engine, func, select
 
 from playbook.db import transaction
 from playbook.models import Delivery
-from tests.bot import cli_process, scheduler_process, worker_process
 
 # Catches a hang, never a slow machine: what the tests wait for takes seconds even under load.
 GUARD_SECONDS = 120
@@ -34,8 +33,9 @@ _CONTEXT = multiprocessing.get_context("forkserver")
 # The server starts with the first process a test asks for, in that moment's environment and
 # working directory, which every later process shares: the tests that start processes change
 # neither. "__main__" too: pytest's entry script, imported once there instead of in each child.
+# Named, not imported: a test module that only polls (wait_for) does not import the bot.
 _CONTEXT.set_forkserver_preload(
-    ["__main__", worker_process.__name__, scheduler_process.__name__, cli_process.__name__]
+    ["__main__", "tests.bot.worker_process", "tests.bot.scheduler_process", "tests.bot.cli_process"]
 )
 
 
@@ -108,12 +108,16 @@ def stop_processes(*children: Child) -> None:
 def start_worker(database_url: str, record: Path, *args: str) -> Child:
     """Start a worker process recording what it handles in ``record`` (``args`` as
     worker_process.py takes them); ``ready`` waits until it can work."""
+    from tests.bot import worker_process
+
     return start_process(worker_process.run, database_url, str(record), *args)
 
 
 def start_cli(environment: dict[str, str], directory: Path, *args: str) -> Child:
     """Start `playbook-bot ARGS` in ``environment`` (all of it: nothing else of this process's)
     and ``directory``; it says nothing on its pipe."""
+    from tests.bot import cli_process
+
     return start_process(cli_process.run, environment, str(directory), *args)
 
 
