@@ -13,7 +13,8 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -124,8 +125,22 @@ def start_cli(environment: dict[str, str], directory: Path, *args: str) -> Child
 def spawn_workers(count: int, database_url: str, record: Path, *args: str) -> list[Child]:
     """Start ``count`` worker processes side by side; returns once every one is ready."""
     workers = [start_worker(database_url, record, *args) for _ in range(count)]
-    ready(*workers)
+    with reaping_on_failure(*workers):
+        ready(*workers)
     return workers
+
+
+@contextmanager
+def reaping_on_failure(*children: Child) -> Iterator[None]:
+    """SIGKILL whatever of ``children`` still runs if the block fails: a test that fails half-way
+    must not leave a worker behind to take the next test's deliveries."""
+    try:
+        yield
+    except BaseException:
+        for child in children:
+            if child.process.is_alive():
+                kill(child)
+        raise
 
 
 def wait_for(condition: Callable[[], bool], what: str, seconds: float = GUARD_SECONDS) -> None:

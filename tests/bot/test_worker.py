@@ -26,6 +26,7 @@ from tests.bot.processes import (
     kill,
     lines,
     ready,
+    reaping_on_failure,
     spawn_workers,
     start_worker,
     stop_processes,
@@ -301,21 +302,19 @@ def test_a_worker_killed_mid_batch_leaves_nothing_lost_or_doubled(
 ) -> None:
     ids = store(engine, 20)
     record = tmp_path / "handled.txt"
-    # The survivor starts beside the victim, so its start-up is paid while the victim works,
-    # and waits at its gate until the victim is dead.
+    # The survivor starts beside the victim and waits at its gate until the victim is dead.
     victim = start_worker(database_url, record, "--sleep", "0.2", "--lease", "1")
     survivor = start_worker(database_url, record, "--lease", "30", "--gate")
-    ready(victim, survivor)
-    wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
-    kill(victim)
-    done_before = len(lines(record))
-    assert 3 <= done_before < 20
-    # It takes what nobody holds at once, and the victim's batch when its lease (renewed until
-    # the kill) runs out.
-    go(survivor)
-    try:
+    with reaping_on_failure(victim, survivor):
+        ready(victim, survivor)
+        wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
+        kill(victim)
+        done_before = len(lines(record))
+        assert 3 <= done_before < 20
+        # It takes what nobody holds at once, and the victim's batch when its lease (renewed until
+        # the kill) runs out.
+        go(survivor)
         wait_for(lambda: all_finished(engine), "the survivor finished the inbox")
-    finally:
         stop_processes(survivor)
     counts = Counter(line.split()[0] for line in lines(record))
     assert set(counts) == set(ids)  # none lost

@@ -25,6 +25,7 @@ from tests.bot.processes import (
     kill,
     lines,
     ready,
+    reaping_on_failure,
     start_worker,
     stop_processes,
     wait_for,
@@ -138,21 +139,19 @@ def test_a_laned_worker_killed_mid_batch_loses_nothing(
 ) -> None:
     ids = [put(engine, bare_issue(number)) for number in range(1, 21)]
     record = tmp_path / "handled.txt"
-    # The survivor starts beside the victim (its start-up paid while the victim works) and
-    # waits at its gate until the victim is dead.
+    # The survivor starts beside the victim and waits at its gate until the victim is dead.
     victim = start_worker(
         database_url, record, "--sleep", "0.2", "--lease", "1", "--lanes", "2", "--batch", "6"
     )
     survivor = start_worker(database_url, record, "--lease", "30", "--lanes", "2", "--gate")
-    ready(victim, survivor)
-    wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
-    kill(victim)
-    assert 3 <= len(lines(record)) < 20
-    # It takes what nobody holds at once, and the victim's batch when its leases run out.
-    go(survivor)
-    try:
+    with reaping_on_failure(victim, survivor):
+        ready(victim, survivor)
+        wait_for(lambda: len(lines(record)) >= 3, "the victim handled 3 deliveries")
+        kill(victim)
+        assert 3 <= len(lines(record)) < 20
+        # It takes what nobody holds at once, and the victim's batch when its leases run out.
+        go(survivor)
         wait_for(lambda: all_finished(engine), "the survivor finished the inbox")
-    finally:
         stop_processes(survivor)
     counts = Counter(line.split()[0] for line in lines(record))
     assert len(counts) == len(ids)  # none lost
