@@ -174,6 +174,7 @@ def test_web_healthcheck_is_liveness_and_answers_without_a_worker(client) -> Non
     assert client.get("/readyz").status_code == 503
 
 
+@pytest.mark.slow
 def test_worker_healthcheck_follows_this_hosts_worker(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:

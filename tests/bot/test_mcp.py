@@ -227,6 +227,7 @@ async def check_search_cite_and_propose(client: Client, engine: Engine, stripe: 
 
 # One session per protocol revision does all a stdio client does: each starts `playbook-bot
 # mcp`, a second or more of start-up.
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_stdio_session(stdio, two_scopes, engine: Engine, tmp_path: Path, mode: str) -> None:
     saw(engine, "CTMS-9")

@@ -249,6 +249,7 @@ def count_in_processes(directory: Path, *times: int) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_processes_sharing_a_directory_are_summed_in_one_scrape(
     client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -287,6 +288,7 @@ def test_serve_forgets_its_live_gauges_when_it_stops(
     assert dead == [os.getpid()]
 
 
+@pytest.mark.slow
 def test_the_gunicorn_settings_make_a_directory_of_their_own_and_remove_it(
     tmp_path: Path,
 ) -> None:

@@ -109,6 +109,7 @@ def test_the_worker_loop_outlives_any_handler_error(
 
 
 # The dying thread is the point of the test; pytest reports any thread that dies.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_serve_starts_a_new_worker_when_its_thread_dies(
     engine: Engine, settings: Settings, handled: list[str]
@@ -290,6 +291,7 @@ def test_a_worker_that_lost_its_lease_posts_nothing_more(
     assert (taken.status, taken.locked_by) == ("pending", "other-worker")
 
 
+@pytest.mark.slow
 def test_a_renewed_lease_keeps_other_workers_off(engine: Engine, settings: Settings) -> None:
     router = Router()
     short = settings.model_copy(update={"worker_lease_seconds": 0.6})

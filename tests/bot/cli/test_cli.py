@@ -151,6 +151,7 @@ def run_installed(args: list[str], env: dict[str, str], cwd: Path) -> subprocess
     )
 
 
+@pytest.mark.slow
 def test_first_run_on_a_new_sqlite_file_creates_the_schema(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYBOOK_", "LOG_"))}
     added = run_installed(["add", "First lesson", "--learned-from", "A-1"], env, tmp_path)
@@ -206,6 +207,7 @@ def test_bad_setting_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert "LOG_FORMAT" in result.stderr and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_json_logs_when_asked(tmp_path: Path) -> None:
     env = dict(
         os.environ, LOG_FORMAT="json", LOG_LEVEL="DEBUG", PLAYBOOK_DATABASE_URL="sqlite:///x.db"

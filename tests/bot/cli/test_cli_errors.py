@@ -184,6 +184,7 @@ def test_redeliveries_github_refuses_are_listed_then_one_error(cli, github, monk
     assert last == "error: 1 of the redeliveries failed (above); run reconcile again to retry them"
 
 
+@pytest.mark.slow
 def test_a_github_failure_in_a_real_process(database_url: str, tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     env = clean_env(database_url) | {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": url}
@@ -199,6 +200,7 @@ def test_a_github_failure_in_a_real_process(database_url: str, tmp_path: Path) -
 # --- serve ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_serve_on_a_taken_port_says_so_before_claiming_to_listen(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -359,6 +361,7 @@ main(sys.argv[1:], prog_name="playbook-bot")
 """
 
 
+@pytest.mark.slow
 def test_an_unexpected_error_in_a_real_process(database_url: str, tmp_path: Path) -> None:
     env = clean_env(database_url) | {"GITHUB_TOKEN": TOKEN}
     command = [sys.executable, "-c", BROKEN_STATS]

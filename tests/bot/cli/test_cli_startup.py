@@ -70,10 +70,12 @@ def imported_by(args: list[str], tmp_path: Path, packages: tuple[str, ...] = HEA
     return found["loaded"]
 
 
+@pytest.mark.slow
 def test_help_lists_every_command_without_importing_any_library(tmp_path: Path) -> None:
     assert imported_by(["--help"], tmp_path) == []
 
 
+@pytest.mark.slow
 def test_search_does_not_import_the_web_or_tracker_clients(tmp_path: Path) -> None:
     loaded = imported_by(["search", "broker fails to restart"], tmp_path)
     assert "sqlalchemy" in loaded  # it did search
@@ -107,6 +109,7 @@ def playbook_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
     ids=" ".join,
 )
+@pytest.mark.slow
 def test_everyday_commands_import_no_library_they_do_not_use(
     args: list[str], playbook_folder: Path
 ) -> None:

@@ -149,6 +149,7 @@ def test_any_text_is_scanned_without_error_and_spans_fit_it(text: str) -> None:
         assert 1 <= finding.start <= finding.end <= len(lines[finding.line - 1])
 
 
+@pytest.mark.slow
 def test_hostile_long_lines_are_scanned() -> None:
     # The library's keyword patterns would take minutes on the first; windows bound the rest.
     for text in ("password" * 12_500, "eyJ" * 33_000, "xoxb-1-" * 14_000, "a=" * 50_000):
@@ -200,6 +201,7 @@ def test_whatever_a_library_pattern_matches_holds_a_cue(
     assert secrets._may_hold_library_credential(text), f"{plugin} matches {text!r} without a cue"
 
 
+@pytest.mark.slow
 def test_ordinary_prose_never_loads_the_library() -> None:
     # Prose without a URL or a 40-character run (a commit sha): what most lessons are.
     prose = [t for t in ORDINARY if "://" not in t and not re.search("[0-9a-f]{40}", t)]
@@ -215,6 +217,7 @@ def test_ordinary_prose_never_loads_the_library() -> None:
     assert done.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_the_scanner_is_imported_only_when_text_is_checked() -> None:
     probe = (
         "import sys; import playbook.lessons.checks, bot.cli.search;"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -90,6 +91,7 @@ def test_feedback_beyond_the_cap_is_not_read() -> None:
     assert rules_in(None) == [] and rules_in("") == []
 
 
+@pytest.mark.slow
 def test_hostile_inputs_at_the_cap_come_back_with_bounded_rules() -> None:
     hostile = [
         "[" * prose.FEEDBACK_CHARS,

@@ -13,7 +13,8 @@ from playbook.models import Bullet
 from tests.webhooks.consolidating import open_consolidation
 from tests.webhooks.ui.browser.browsing import Site, log_in
 
-pytestmark = pytest.mark.browser
+# A real browser: left out of the quick loop too.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TEXTS = (
     "Pin the chromium version in CI so screenshots stay comparable",

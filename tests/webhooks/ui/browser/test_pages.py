@@ -17,7 +17,8 @@ from playbook.outcomes import usage
 from tests.support import put
 from tests.webhooks.ui.browser.browsing import Site, log_in
 
-pytestmark = pytest.mark.browser
+# A real browser: left out of the quick loop too.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 XSS = "<img src=x onerror=alert(1)> Escape user text before it reaches HTML"
 TRACEBACK = (

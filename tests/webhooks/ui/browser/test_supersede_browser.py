@@ -14,7 +14,8 @@ from playbook.lessons import lifecycle
 from playbook.models import Bullet
 from tests.webhooks.ui.browser.browsing import Site, log_in
 
-pytestmark = pytest.mark.browser
+# A real browser: left out of the quick loop too.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_supersede_from_the_page_then_restore(serve: Any, page_for: Any) -> None:
