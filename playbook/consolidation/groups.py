@@ -8,13 +8,15 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse.csgraph import connected_components
 
 from playbook.lessons.ids import sort_key
 from playbook.search.text import tokenize
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 # Measured with bench/consolidation_groups.py: planted paraphrases of one instruction against
 # distinct instructions that share a team's boilerplate sentences (see the README).
@@ -59,6 +61,8 @@ def vectors(texts: Sequence[str], bigram_weight: float = BIGRAM_WEIGHT) -> spars
     Term frequency is sublinear (1 + log tf) so a word said twice is not twice the lesson;
     a word most lessons of the scope share (its boilerplate) gets an IDF near zero.
     """
+    from scipy import sparse  # loaded by a consolidation run, not by every process that stores one
+
     vocabulary: dict[str, int] = {}
     rows, cols, values = [], [], []
     for row, text in enumerate(texts):
@@ -108,6 +112,8 @@ def find_groups(
     and the ends unlike). Only lessons joined to another by a pair at the threshold can end
     up together, so the work is done per connected component of those pairs.
     """
+    from scipy.sparse.csgraph import connected_components
+
     ordered = sorted(dict(lessons).items(), key=lambda item: sort_key(item[0]))
     if len(ordered) < 2 or max_size < 2:
         return []

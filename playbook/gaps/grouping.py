@@ -20,12 +20,15 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
 
 from playbook.search.index import K1, B
 from playbook.search.text import tokenize
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 # Linked at this cosine or above; chosen with bench/gaps.py on 7,983 Apache Jira issues grouped
 # at once: at 0.30 one group already holds 814 issues (at 0.25, 3,860), at 0.35 the largest has
@@ -139,6 +142,8 @@ def group(
 
 def _matrix(token_lists: list[list[str]], weights: Weights) -> tuple[sparse.csr_matrix, list[str]]:
     """Unit-length rows of BM25 weights, one per ticket, and the term of each column."""
+    from scipy import sparse
+
     column: dict[str, int] = {}
     rows, cols, values = [], [], []
     for row, tokens in enumerate(token_lists):
@@ -159,6 +164,8 @@ def _linked(
     matrix: sparse.csr_matrix, terms: list[str], weights: Weights, threshold: float
 ) -> list[tuple[int, int]]:
     """The pairs (i < j) whose cosine reaches ``threshold``, proposed by their rarer words."""
+    from scipy import sparse
+
     if matrix.shape[0] < 2:
         return []
     limit = max(CANDIDATE_SHARE * weights.n, CANDIDATE_FLOOR)

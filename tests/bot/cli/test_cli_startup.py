@@ -127,3 +127,19 @@ def test_the_lazy_table_names_every_command_with_its_own_help() -> None:
         assert command is not None, name
         assert command.get_short_help_str(limit=300) == short, name
     assert main.list_commands(ctx) == sorted(COMMANDS)
+
+
+# A worker loads every handler; none may bring what only a rare job or a command uses.
+WORKER_FREE_OF = ("scipy", "statsmodels", "pandas", "sklearn", "openai", "onnxruntime", "usearch")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["bot.handlers", "bot.worker", "bot.scheduler"])
+def test_the_worker_and_its_handlers_import_no_statistics_or_model_library(module: str) -> None:
+    probe = (
+        f"import sys, {module}; print(sorted(n for n in {WORKER_FREE_OF!r} if n in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]"
