@@ -201,6 +201,29 @@ def measure(
     return row
 
 
+# What every command that opens the playbook imports before any code of ours runs: the floor
+# under `show`, `list` and `add`, whichever commit.
+FLOOR = (
+    "import click, pydantic_settings, sqlalchemy.orm\n"
+    "from sqlalchemy import create_engine\n"
+    "create_engine('sqlite://').connect().close()"
+)
+
+
+def library_floor(version: Version, runs: int) -> dict[str, Any]:
+    """Median wall and CPU seconds of a process that only imports the libraries and connects."""
+    times = [
+        timed([sys.executable, "-c", FLOOR], version.env, version.folder) for _ in range(runs + 1)
+    ]
+    walls = [wall for wall, _, _ in times[1:]]
+    cpus = [cpu for _, cpu, _ in times[1:]]
+    return {
+        "wall_s": round(statistics.median(walls), 3),
+        "cpu_s": round(statistics.median(cpus), 3),
+        "runs": len(walls),
+    }
+
+
 def log(message: str) -> None:
     """A progress line on stderr."""
     print(message, file=sys.stderr, flush=True)
@@ -261,6 +284,7 @@ def main() -> None:
             ),
             measure(versions, args.runs, "search", lambda v, n: ["search", " ".join(words)]),
         ]
+        floor = library_floor(current, args.runs)
 
     goals = dict(zip([row["command"] for row in rows], GOALS.values(), strict=True))
     log("")
@@ -274,6 +298,10 @@ def main() -> None:
             f"{row['command']:<28} {before:>10.3f} {now:>10.3f} {row['ratio']:>6} "
             f"{row['goal_s']:>7}  {row['baseline']['cpu_s']:.3f} / {row['current']['cpu_s']:.3f}"
         )
+    log(
+        f"{'floor: the libraries alone':<28} {'':>10} {floor['wall_s']:>10.3f} {'':>6} {'':>7}  "
+        f"{floor['cpu_s']:.3f} (click, pydantic-settings, SQLAlchemy's ORM, a SQLite connection)"
+    )
     print(
         json.dumps(
             {
@@ -282,6 +310,7 @@ def main() -> None:
                 "baseline": args.baseline,
                 "lessons": args.lessons,
                 "rows": rows,
+                "floor": floor,
             }
         )
     )
