@@ -9,7 +9,9 @@ untimed warm-up. Each row runs this checkout and --baseline (the commit before t
 experiment by default, extracted with `git archive` into a temporary folder) in turn, A B A B,
 with the same interpreter and packages, each on a playbook of its own: the ratio holds when the
 machine's speed drifts. Reports the median wall and CPU seconds of --runs processes and the
-goal of each row (issue 39); prints a table on stderr and ends with one JSON line.
+goal of each row (issue 39), and the floor under every command that opens the playbook: a process
+that only imports click, pydantic-settings and SQLAlchemy's ORM and opens a SQLite connection.
+Prints a table on stderr and ends with one JSON line.
 
 The helpers below are also used by bench/retrieval_speed.py and bench/experiment_scale.py.
 """
