@@ -20,10 +20,11 @@ from github import InputGitTreeElement
 from github.GithubException import GithubException, UnknownObjectException
 from sqlalchemy import Engine
 
-from bot import render, repo_settings
+from bot import repo_settings
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from playbook import clock, db
+from playbook.lessons.markdown import markdown_text
 from playbook.repos import syncs
 from playbook.repos.settings import FILE_PATH
 from playbook.repos.syncs import BRANCH
@@ -320,7 +321,7 @@ def _lessons(count: int) -> str:
 def _cell(text: str) -> str:
     """``text`` fit for one Markdown table cell: one line, no column break, an excerpt."""
     # Lesson text is anyone's: no mention, link or image in the bot's PR description either.
-    flat = render.markdown_text(" ".join(text.split())).replace("|", "\\|")
+    flat = markdown_text(" ".join(text.split())).replace("|", "\\|")
     return flat if len(flat) <= EXCERPT else flat[: EXCERPT - 1] + "…"
 
 

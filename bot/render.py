@@ -6,14 +6,11 @@ import re
 from collections.abc import Callable, Sequence
 
 from playbook.lessons.characters import FSI, PDI, isolated, right_to_left, visible
+from playbook.lessons.markdown import markdown_text
 from playbook.search.retrieval import Hit
 
 # One character per match and no repetition, so escaping runs in linear time on any lesson text.
 _WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")
-# What makes Markdown a link or an image: brackets (and the backslash that could undo their
-# escape). A URL's scheme and `www.` are what GitHub links by itself, even bare.
-_MARKDOWN_SPECIAL = re.compile(r"([\\\[\]])")
-_BARE_LINK = re.compile(r"(?i)\b(https?|ftps?)://|\b(www)\.")
 
 
 def reason(hit: Hit) -> str:
@@ -32,23 +29,6 @@ def reason(hit: Hit) -> str:
     else:
         parts.append("not cited yet")
     return ", ".join(parts)
-
-
-def markdown_text(text: str) -> str:
-    """``text`` inert in GitHub Markdown: no mention, HTML, link, image or autolink; one line.
-
-    A lesson must not ping people, inject HTML, or put a link or a tracking image into the
-    thread: its Markdown shows as the text it is, and copies as the same text.
-    """
-    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-    text = _BARE_LINK.sub(_unlinked, text)
-    return text.replace("@", "@\u200b").replace("<", "&lt;").replace("\n", " ")
-
-
-def _unlinked(match: re.Match[str]) -> str:
-    # An escaped `:` or `.` renders as itself, and GitHub's autolinker no longer sees a URL.
-    scheme, www = match.group(1), match.group(2)
-    return f"{scheme}\\://" if scheme else f"{www}\\."
 
 
 def _wiki_text(text: str) -> str:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from playbook.errors import PlaybookError
 from playbook.lessons.characters import visible
+from playbook.lessons.markdown import markdown_text
 from playbook.models import Bullet
 from playbook.rules import END, START
 from playbook.scopes import GLOBAL
@@ -58,7 +59,7 @@ class Entry:
     """One lesson line of the block: its id, its text made safe, and why it is in."""
 
     bullet_id: str
-    text: str  # one line, made safe (see `one_line`)
+    text: str  # one line, made safe (see `one_line`); `_line` escapes its Markdown
     reason: str  # for the PR description: "cited in 3 merged PRs", "new, not used yet"
 
 
@@ -107,7 +108,9 @@ def _header(scope: str) -> str:
 
 
 def _line(entry: Entry) -> str:
-    return f"- [{entry.bullet_id}] {entry.text}"
+    # GitHub renders the file and every agent reads it: the lesson's Markdown is made as inert
+    # as in the bot's comments (no HTML, link, image, autolink or mention), by the same escape.
+    return f"- [{entry.bullet_id}] {markdown_text(entry.text)}"
 
 
 def _header_scope(scopes: Sequence[str]) -> str:
@@ -157,8 +160,10 @@ def choose(
     result = session.execute(query)
     try:
         for bullet_id, text, successes, failures, loads in result:
-            if not _SAFE_ID.fullmatch(bullet_id):
-                continue  # could not be cited, or read back, from the block
+            if not _SAFE_ID.fullmatch(bullet_id) or markdown_text(bullet_id) != bullet_id:
+                # Could not be cited, or read back, from the block; or (an imported id such
+                # as "@team" or "https://x") would be a mention or a link where it stands.
+                continue
             entry = Entry(bullet_id, one_line(text), _reason(successes, failures, loads))
             if not entry.text:
                 continue
