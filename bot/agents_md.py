@@ -29,7 +29,7 @@ from playbook.repos import syncs
 from playbook.repos.settings import FILE_PATH
 from playbook.repos.syncs import BRANCH
 from playbook.rules import END, START, block
-from playbook.scopes import GLOBAL
+from playbook.scopes import GLOBAL, View
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -346,16 +346,15 @@ def _plan(
         text = block.render(entries, scope=scope)
         desired = block.splice(existing, text, path)
         change = block.compare(block.ids_in(existing), entries)
-        removed = syncs.why_removed(session, change.removed, scopes)
+        removed = syncs.why_removed(session, change.removed, View(scope))
     return _Plan(entries, text, desired, existing, change, removed)
 
 
 def _since(services: Services, plan: _Plan, previous: list[str], scope: str) -> _Plan:
     """``plan`` with what changed against the PR's previous version, and why lessons left it."""
     since = block.compare(previous, plan.entries)
-    scopes = list(dict.fromkeys([scope, GLOBAL]))
     with db.transaction(services.engine) as session:
-        removed = plan.removed | syncs.why_removed(session, since.removed, scopes)
+        removed = plan.removed | syncs.why_removed(session, since.removed, View(scope))
     return replace(plan, since=since, removed=removed)
 
 

@@ -11,9 +11,12 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.models import Bullet, RuleFileSync
+from playbook.scopes import View
 
 # The one branch the bot commits the block to, and opens its one sync PR from.
 BRANCH = "playbook-bot/agents-md"
+# Why a lesson left the block when the repository cannot see it: gone, or another scope's.
+GONE = "no longer in the playbook"
 
 
 @dataclass(frozen=True)
@@ -181,26 +184,41 @@ def is_sync_number(session: Session, repo: str, number: int) -> bool:
     return found is not None and found == number
 
 
-def why_removed(session: Session, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, str]:
-    """Why each lesson id left the block: demoted (and the reason given), moved, or outranked."""
-    reasons = dict.fromkeys(ids, "no longer in the playbook")
+def why_removed(session: Session, ids: Sequence[str], view: View) -> dict[str, str]:
+    """Why each lesson id left the block, told only of what ``view`` (the repository) sees.
+
+    The sync PR is public and the ids come from the file, which anyone can edit: a lesson of
+    another scope reads exactly as one that does not exist ("no longer in the playbook"),
+    with no status, reason, scope or replacement. A visible lesson says it was demoted (and
+    the reason given), superseded (by its replacement only when that one is visible too), or
+    outranked.
+    """
+    reasons = dict.fromkeys(ids, GONE)
     if not ids:
         return reasons
     rows = session.execute(
-        select(
-            Bullet.id, Bullet.status, Bullet.scope, Bullet.demoted_reason, Bullet.superseded_by
-        ).where(Bullet.id.in_(list(ids)))
+        select(Bullet.id, Bullet.status, Bullet.demoted_reason, Bullet.superseded_by).where(
+            Bullet.id.in_(list(ids)), view.lessons()
+        )
+    ).all()
+    replacements = {row.superseded_by for row in rows if row.superseded_by}
+    shown = set(
+        session.scalars(select(Bullet.id).where(Bullet.id.in_(list(replacements)), view.lessons()))
+        if replacements
+        else ()
     )
-    for bullet_id, status, scope, demoted_reason, superseded_by in rows:
-        if superseded_by and status == "superseded":
+    for bullet_id, status, demoted_reason, superseded_by in rows:
+        reason = (demoted_reason or "").strip()
+        if status == "superseded":
+            if superseded_by not in shown:
+                # Its replacement (and the reason, which names it by default) is another scope's.
+                reasons[bullet_id] = "superseded"
+                continue
             # Its replacement is what a reader of the block wants next.
-            reasons[bullet_id] = f"superseded by {superseded_by}" + (
-                f": {demoted_reason}" if demoted_reason != f"superseded by {superseded_by}" else ""
-            )
+            named = f"superseded by {superseded_by}"
+            reasons[bullet_id] = named + (f": {reason}" if reason and reason != named else "")
         elif status != "active":
-            reasons[bullet_id] = f"{status}: {demoted_reason}" if demoted_reason else status
-        elif scope not in scopes:
-            reasons[bullet_id] = f"moved to the scope {scope}"
+            reasons[bullet_id] = f"{status}: {reason}" if reason else status
         else:
             reasons[bullet_id] = "fell below the budget: lower-ranked than the lessons shown"
     return reasons

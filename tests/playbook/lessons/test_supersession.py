@@ -202,9 +202,10 @@ def test_an_agents_md_block_says_which_lesson_replaced_one_it_dropped(
     engine: Engine, pair: tuple[str, str]
 ) -> None:
     from playbook.repos import syncs
+    from playbook.scopes import View
 
     old, new = pair
     supersede(engine, old, new)
     with transaction(engine) as session:
-        reasons = syncs.why_removed(session, [old], ["global"])
+        reasons = syncs.why_removed(session, [old], View("global"))
     assert reasons == {old: f"superseded by {new}: v2 fixes refunds"}
