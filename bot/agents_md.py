@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 
 from bot import repo_settings
 from bot.config import Settings
+from bot.effects import TicketRef
 from bot.github import GitHubClients, NotConfigured
 from playbook import clock, db
 from playbook.lessons.markdown import markdown_text
@@ -106,6 +107,16 @@ def is_sync_pull(
     return head_ref == BRANCH and is_bot_account(services, installation_id, login, kind)
 
 
+def may_pause(services: Services, ref: TicketRef, login: str) -> bool:
+    """Whether ``login`` closing (or reopening) the sync PR ``ref`` pauses (or resumes) the sync.
+
+    Only write access or more counts, as GitHub answers for the verified login (the rule the
+    /playbook commands use): triage is enough to close a PR, and would otherwise be enough
+    to keep every lesson out of the repository's AGENTS.md.
+    """
+    return services.out.can_change_playbook(ref, login)
+
+
 def sync(
     services: Services,
     repo: str,
@@ -163,7 +174,7 @@ def sync(
     pull = _open_pull(gh, owner)
     if pull is None and state is not None and state.pull_number and not ignore_pause:
         # The close may have happened while no webhook reached us: GitHub is the truth.
-        missed = _closed_by_person(services, gh, installation_id, state.pull_number)
+        missed = _closed_by_person(services, gh, repo, installation_id, state.pull_number)
         if missed is not None:
             return _pause_missed(services, repo, conf, state, missed, dry_run)
 
@@ -306,7 +317,8 @@ def describe(
         "### Pausing or stopping",
         "",
         f"- Close this pull request without merging it to pause the sync for {pause_days} days "
-        f"(`playbook-bot agents-md sync --repo {repo} --resume` resumes it sooner).",
+        "(a close pauses it only when made by someone with write access to this repository; "
+        f"`playbook-bot agents-md sync --repo {repo} --resume` resumes it sooner).",
         f"- Set `agents_md: {{enabled: false}}` in `{FILE_PATH}` to stop it.",
         "- Merge it to keep these lessons; the bot opens a new pull request when they change, "
         f"always from the branch `{BRANCH}`.",
@@ -388,9 +400,10 @@ def _open_pull(gh: Any, owner: str) -> Any | None:
 
 
 def _closed_by_person(
-    services: Services, gh: Any, installation_id: int | None, number: int
+    services: Services, gh: Any, repo: str, installation_id: int | None, number: int
 ) -> tuple[Any, str] | None:
-    """(the PR, who closed it) when the recorded sync PR was closed unmerged by a person."""
+    """(the PR, who closed it) when the recorded sync PR was closed unmerged by a person who
+    may pause the sync (see `may_pause`); a close by anyone else pauses nothing."""
     try:
         pull = gh.get_pull(number)
     except UnknownObjectException:
@@ -399,6 +412,9 @@ def _closed_by_person(
         return None
     closer = gh.get_issue(number).closed_by
     if closer is None or is_bot_account(services, installation_id, closer.login, closer.type):
+        return None
+    if not may_pause(services, TicketRef.github(repo, number, installation_id), closer.login):
+        log.info("%s#%s was closed by @%s, who may not pause the sync", repo, number, closer.login)
         return None
     return pull, closer.login
 

@@ -308,6 +308,7 @@ def test_a_pause_holds_until_its_day_or_a_resume(world) -> None:
 
 
 def test_a_close_no_webhook_told_of_still_pauses_the_sync(world) -> None:
+    world.github.permissions[(REPO, "alice")] = "write"
     number = world.sync().pull_number
     assert number is not None
     world.github.pulls[(REPO, number)]["state"] = "closed"

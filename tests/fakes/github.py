@@ -307,8 +307,10 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
 
         @app.get("/repos/<owner>/<name>/collaborators/<user>/permission")
         def permission(owner: str, name: str, user: str) -> Any:
-            level = self.permissions.get((f"{owner}/{name}", user), "none")
-            role = {"admin": "admin", "write": "write", "read": "read"}.get(level, "none")
+            # As GitHub answers: `permissions` holds the role; `permission` is the legacy level,
+            # where maintain reads as write and triage as read.
+            role = self.permissions.get((f"{owner}/{name}", user), "none")
+            level = {"maintain": "write", "triage": "read"}.get(role, role)
             return {"permission": level, "role_name": role, "user": {"login": user}}
 
         @app.get("/repos/<owner>/<name>/pulls")

@@ -24,9 +24,11 @@ NOW = datetime(2026, 11, 3, 10, tzinfo=UTC)
 
 @pytest.fixture
 def world(loop) -> World:
-    """REPO with agents_md on (a 7-day pause), one lesson, and its sync PR open."""
+    """REPO with agents_md on (a 7-day pause), one lesson, and its sync PR open; alice may
+    write to REPO."""
     clock.set_clock(lambda: NOW)
     found = world_for(loop, "  pause_days: 7\n")
+    found.github.permissions[(REPO, "alice")] = "write"
     found.lesson("Dedupe webhook retries by the delivery id")
     assert found.sync().action == "created"
     return found
