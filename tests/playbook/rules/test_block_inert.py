@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from playbook.db import transaction
 from playbook.models import Bullet
 from playbook.rules import END, START
-from playbook.rules.block import Entry, choose, ids_in, render, splice
+from playbook.rules.block import Entry, choose, ids_in, one_line, render, splice
 
 REPO = "acme/api"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -148,8 +148,6 @@ MARKUP = st.text(alphabet="<>[]()!`\\@:/.#-_*&;|~= \nwhtpsimgax", max_size=200)
 @settings(max_examples=300, deadline=None)
 def test_no_lesson_text_makes_the_block_anything_but_text(texts: list[str]) -> None:
     # Entries as `choose` makes them: one line each (see one_line), none empty.
-    from playbook.rules.block import one_line
-
     entries = [
         Entry(f"pb-{n}", line, "new") for n, t in enumerate(texts, 1) if (line := one_line(t))
     ]
