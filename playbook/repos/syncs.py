@@ -209,7 +209,7 @@ def why_removed(session: Session, ids: Sequence[str], view: View) -> dict[str, s
     )
     for bullet_id, status, demoted_reason, superseded_by in rows:
         reason = (demoted_reason or "").strip()
-        if status == "superseded":
+        if status == "superseded" and superseded_by:
             if superseded_by not in shown:
                 # Its replacement (and the reason, which names it by default) is another scope's.
                 reasons[bullet_id] = "superseded"
