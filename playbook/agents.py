@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from playbook import clock
 from playbook.errors import BulletNotFound, PlaybookError
 from playbook.experiment import holdout
-from playbook.lessons import checks, fields, lifecycle, replacements
+from playbook.lessons import checks, fields, ids, lifecycle, replacements
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.outcomes import usage
 from playbook.repos import stored
@@ -269,6 +269,32 @@ def lesson(bullet: Bullet) -> Lesson:
     )
 
 
+def shown(session: Session, caller: Caller, bullets: list[Bullet]) -> list[Lesson]:
+    """The API shape of ``bullets`` as ``caller`` may read them: a replacement of a scope the
+    caller cannot read (a link older than the scope rules, or imported) is not named."""
+    hidden = caller.view.unseen(session, (b.superseded_by or "" for b in bullets))
+    answers = []
+    for bullet in bullets:
+        one = lesson(bullet)
+        if one.superseded_by in hidden:
+            one = one.model_copy(update={"superseded_by": None})
+        answers.append(one)
+    return answers
+
+
+def _named(revision: Revision) -> set[str]:
+    """The lesson ids a revision names: in its reason, and the replacement in its snapshots."""
+    named = set(ids.mentioned(revision.reason))
+    for values in (revision.before, revision.after):
+        if isinstance(values, dict) and isinstance(values.get("superseded_by"), str):
+            named.add(values["superseded_by"])
+    if revision.action == "replace" and revision.reason:
+        # "supersedes <id>: why": an imported id need not look like pb-N.
+        replaced = revision.reason.partition("supersedes ")[2].split(" ", 1)[0]
+        named.add(replaced.rstrip(":"))
+    return named
+
+
 def visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
     """The bullet, if it exists in the caller's scope; else BulletNotFound (not a 403: an
     agent of one project learns nothing about another's lessons)."""
@@ -287,12 +313,19 @@ def get_lesson(
     from playbook.experiment import report  # the experiment's tables: when a lesson is read
 
     bullet = visible(session, caller, bullet_id)
-    revisions = session.scalars(
-        select(Revision)
-        .where(Revision.bullet_id == bullet.id)
-        .order_by(Revision.id.desc())
-        .limit(REVISIONS_SHOWN)
+    revisions = list(
+        session.scalars(
+            select(Revision)
+            .where(Revision.bullet_id == bullet.id)
+            .order_by(Revision.id.desc())
+            .limit(REVISIONS_SHOWN)
+        )
     )
+    # A revision naming a lesson of another scope (its replacement, or one it replaced) is
+    # left out whole: its reason is that lesson's owner's words.
+    named = {revision.id: _named(revision) for revision in revisions}
+    hidden = caller.view.unseen(session, set().union(*named.values()))
+    revisions = [r for r in revisions if not named[r.id] & hidden]
     events = session.scalars(
         select(UsageEvent)
         .where(UsageEvent.bullet_id == bullet.id, caller.view.events())
@@ -300,7 +333,7 @@ def get_lesson(
         .limit(EVENTS_SHOWN)
     )
     return LessonDetail(
-        **lesson(bullet).model_dump(),
+        **shown(session, caller, [bullet])[0].model_dump(),
         supersedes=replacements.superseded_by_it(session, bullet.id, caller.view.lessons()),
         revisions=[
             RevisionEntry(id=r.id, action=r.action, actor=r.actor, at=r.at, reason=r.reason)
@@ -505,7 +538,7 @@ def approve(session: Session, caller: Caller, bullet_id: str, reason: str | None
     caller.require_maintainer("approve")
     bullet = visible(session, caller, bullet_id)
     change = lifecycle.approve(session, bullet.id, actor=caller.actor, reason=_reason(reason))
-    return Change(changed=change.changed, lesson=lesson(change.bullet))
+    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
 
 
 def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> Change:
@@ -516,7 +549,7 @@ def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> 
     if not why:
         raise fields.FieldProblem("reason", "is empty; say why the lesson is deprecated")
     change = lifecycle.deprecate(session, bullet.id, reason=why, actor=caller.actor)
-    return Change(changed=change.changed, lesson=lesson(change.bullet))
+    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
 
 
 def supersede(
@@ -533,7 +566,7 @@ def supersede(
     change = lifecycle.supersede(
         session, bullet.id, new.id, actor=caller.actor, reason=_reason(reason)
     )
-    return Change(changed=change.changed, lesson=lesson(change.bullet))
+    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
 
 
 def restore(session: Session, caller: Caller, bullet_id: str, reason: str | None) -> Change:
@@ -541,7 +574,7 @@ def restore(session: Session, caller: Caller, bullet_id: str, reason: str | None
     caller.require_maintainer("restore")
     bullet = visible(session, caller, bullet_id)
     change = lifecycle.restore(session, bullet.id, actor=caller.actor, reason=_reason(reason))
-    return Change(changed=change.changed, lesson=lesson(change.bullet))
+    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
 
 
 def _reason(reason: str | None) -> str | None:
@@ -577,7 +610,7 @@ def list_lessons(
     more = len(rows) > size
     rows = rows[:size]
     return LessonPage(
-        lessons=[lesson(bullet) for bullet in rows],
+        lessons=shown(session, caller, rows),
         next_cursor=encode_cursor(rows[-1].id) if more else None,
     )
 

@@ -316,6 +316,10 @@ def edit(
     values = check_fields(
         {key: value for key, value in changes.items() if value is not None}, max_chars=max_chars
     )
+    if "scope" in values:
+        # A lesson linked by supersession stays with its links: a move would leave one of
+        # them pointing into another owner's scope.
+        replacements.check_move(session, bullet, values["scope"])
     return _apply(session, bullet, "edit", actor, reason, **values)
 
 
@@ -391,7 +395,8 @@ def supersede(
 
     The replaced lesson's revision says by which; the replacement gets a revision too (its
     fields unchanged) so both histories tell it. `restore` undoes it. InvalidTransition
-    (see `replacements.check`) when ``by`` cannot replace it.
+    (see `replacements.check`) when ``by`` cannot replace it, among them
+    `replacements.OtherScope` when it is of another scope than the lesson and not global.
     """
     bullet = get(session, bullet_id)
     new = replacements.check(session, bullet.id, fields.bullet_id(by, "by"))

@@ -15,13 +15,55 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import BulletNotFound, InvalidTransition
+from playbook.lessons.fields import FieldProblem
 from playbook.lessons.ids import sort_key
 from playbook.models import Bullet
+from playbook.scopes import GLOBAL
 
 SUPERSEDED = "superseded"
 LIVE = ("active", "proposed")
 # Replacements followed at most from one lesson: far more than any team chains by hand.
 MAX_CHAIN = 50
+
+
+class OtherScope(InvalidTransition):
+    """The replacement is of a scope whose readers are not the replaced lesson's readers."""
+
+    field = "by"  # the request field at fault: the replacement
+
+
+def may_replace(old_scope: str, new_scope: str) -> bool:
+    """True when a lesson of ``new_scope`` may replace one of ``old_scope``.
+
+    Only one of the same scope, or a global one: every reader of the replaced lesson can then
+    read its replacement, so ``superseded_by`` never names a lesson of another owner. A global
+    lesson is replaced only by a global one (its readers are every scope).
+    """
+    return new_scope in (old_scope, GLOBAL)
+
+
+def check_move(session: Session, bullet: Bullet, scope: str) -> None:
+    """FieldProblem (of the field ``scope``) when moving ``bullet`` to ``scope`` would link
+    lessons of different scopes: its replacement, or a lesson it replaces, would stay behind."""
+    if scope == bullet.scope:
+        return
+    if bullet.status == SUPERSEDED and bullet.superseded_by:
+        new = session.get(Bullet, bullet.superseded_by)
+        if new is not None and not may_replace(scope, new.scope):
+            raise FieldProblem(
+                "scope",
+                f"{bullet.id} is superseded by {new.id} of scope {new.scope}; restore "
+                f"{bullet.id} before moving it to {scope}",
+            )
+    for old in session.scalars(
+        select(Bullet).where(Bullet.superseded_by == bullet.id, Bullet.status == SUPERSEDED)
+    ):
+        if not may_replace(old.scope, scope):
+            raise FieldProblem(
+                "scope",
+                f"{bullet.id} replaces {old.id} of scope {old.scope}; restore {old.id} before "
+                f"moving {bullet.id} to {scope}",
+            )
 
 
 def chain(session: Session, bullet: Bullet) -> list[str]:
@@ -43,13 +85,20 @@ def check(session: Session, old_id: str, new_id: str) -> Bullet:
     """The lesson ``new_id`` names, when it may replace ``old_id``.
 
     BulletNotFound (of the field ``by``) when there is none; InvalidTransition, saying what
-    to do instead, when it is ``old_id`` itself, is not live, or would close a cycle.
+    to do instead, when it is ``old_id`` itself, is not live, or would close a cycle;
+    OtherScope (of the field ``by``) when it is of another scope (`may_replace`).
     """
     new = session.get(Bullet, new_id)
     if new is None:
         raise BulletNotFound(new_id, field="by")
     if new.id == old_id:
         raise InvalidTransition(f"{old_id} cannot supersede itself; name the lesson replacing it")
+    old = session.get(Bullet, old_id)
+    if old is not None and not may_replace(old.scope, new.scope):
+        raise OtherScope(
+            f"{new.id} is of scope {new.scope} and {old_id} of scope {old.scope}: a lesson is "
+            "superseded only by one of its own scope or a global one"
+        )
     if new.status == SUPERSEDED:
         after = chain(session, new)
         if old_id in after:
