@@ -277,7 +277,8 @@ def shown(session: Session, caller: Caller, bullets: list[Bullet]) -> list[Lesso
     for bullet in bullets:
         one = lesson(bullet)
         if one.superseded_by in hidden:
-            one = one.model_copy(update={"superseded_by": None})
+            # The demotion's reason is the supersession's: "superseded by <id>" by default.
+            one = one.model_copy(update={"superseded_by": None, "demoted_reason": None})
         answers.append(one)
     return answers
 
