@@ -98,7 +98,7 @@ def _apply(
                     command.text,
                     learned_from=learned_from,
                     actor=actor,
-                    scope=scope,
+                    scope=place.scope_for_new(scope),
                     source="comment",
                     source_url=source_url,
                 )

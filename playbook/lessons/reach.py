@@ -31,25 +31,38 @@ class Place:
     """Where a command was written: the lesson scopes its permitted commenter may change."""
 
     scopes: frozenset[str]
+    # Where a lesson written here goes when the scope its ticket asks for is not this place's.
+    home: str
 
     @classmethod
     def github(cls, repo: str, own_scope: str) -> Place:
-        """A repository: its own scope and the scope its settings file names.
+        """A repository: its own scope and the scope its settings file names (its home).
 
         The settings file may only name a scope of the same owner (`playbook.repos.settings`),
         so both are that owner's.
         """
-        return cls(frozenset({repo, own_scope}))
+        return cls(frozenset({repo, own_scope}), own_scope)
 
     @classmethod
     def jira(cls, issue_key: str) -> Place:
         """A Jira issue: its project (the part of the key before the last ``-``), the one the
         commenter's Jira permission was checked in."""
-        return cls(frozenset({issue_key.rsplit("-", 1)[0]}))
+        project = issue_key.rsplit("-", 1)[0]
+        return cls(frozenset({project}), project)
 
     def may_change(self, scope: str) -> bool:
         """True when a lesson of ``scope`` may be changed from here."""
         return scope == GLOBAL or scope in self.scopes
+
+    def scope_for_new(self, wanted: str) -> str:
+        """The scope a lesson written here (`/lesson`) goes to: ``wanted`` (its ticket's) when
+        it is this place's, else the place's home.
+
+        A PR of any repository can name a Jira key; its comments must not write into that
+        Jira project, nor be told which of the project's lessons a text duplicates. Never
+        global: a comment speaks for its place, not for every owner.
+        """
+        return wanted if wanted != GLOBAL and self.may_change(wanted) else self.home
 
 
 def reachable(session: Session, place: Place, bullet_id: str, field: str = "id") -> Bullet:

@@ -17,7 +17,7 @@ from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, Revision
 from tests.loop_harness import REPO, Loop
-from tests.payloads import issue_comment, jira_comment_created
+from tests.payloads import issue_comment, jira_comment_created, pull_request
 
 VICTIM = "victim/secret"
 JIRA_ISSUE = "CTMS-4337"  # the Jira fixture's issue, in project CTMS
@@ -154,3 +154,23 @@ def test_a_global_lesson_is_never_superseded_by_a_scoped_one_from_a_comment(loop
     reply = _github(loop, f"/playbook supersede {shared['active']} by {own['active']}")
     assert reply.startswith("Nothing changed:") and "global one" in reply
     assert _state(loop.engine) == before
+
+
+def test_a_lesson_written_on_a_pr_naming_a_jira_key_stays_in_the_repository(loop: Loop) -> None:
+    """Any repository's PR can name CTMS-4337; its comments neither write into the Jira
+    project nor learn which of its lessons a text duplicates."""
+    text = "Take a row lock before re-reading the order in a retried webhook handler"
+    with transaction(loop.engine) as session:
+        theirs = lifecycle.add(session, text, learned_from="CTMS-1", actor="t", scope="CTMS")
+    loop.github.permissions[(REPO, "attacker")] = "write"
+    loop.github.add_pull(REPO, 2, title="CTMS-4337: dedupe webhook retries")
+    loop.github_event("pull_request.opened", pull_request("opened"))  # titled CTMS-4337: ...
+    loop.process()
+    payload = issue_comment(f"/lesson {text}", "attacker", on_pr=True)
+    loop.github_event("issue_comment.created", payload)
+    loop.process()
+    reply = loop.github.comments_on(REPO, 2)[-1]["body"]
+    assert theirs.bullet.id not in reply and "Captured" in reply
+    with transaction(loop.engine) as session:
+        [added] = session.scalars(select(Bullet).where(Bullet.id != theirs.bullet.id)).all()
+        assert (added.scope, added.learned_from) == (REPO, "CTMS-4337")
