@@ -319,7 +319,8 @@ def edit(
     if "scope" in values:
         # A lesson linked by supersession stays with its links: a move would leave one of
         # them pointing into another owner's scope.
-        replacements.check_move(session, bullet, values["scope"])
+        replacing = bullet.superseded_by if bullet.status == replacements.SUPERSEDED else None
+        replacements.check_move(session, bullet, values["scope"], replacing)
     return _apply(session, bullet, "edit", actor, reason, **values)
 
 
@@ -505,11 +506,17 @@ def revert(
     # Undoing the edit that took a credential out must not put it back.
     for field in ("text", "source_url"):
         secrets.refuse(field, values.get(field))
+    scope = values.get("scope") or bullet.scope
     if values.get("status", bullet.status) != replacements.SUPERSEDED:
         values["superseded_by"] = None  # revisions older than supersession do not name it
     elif values.get("superseded_by") != bullet.superseded_by:
-        # Back to superseded: only by a lesson that may still replace it (live, no cycle).
-        replacements.check(session, bullet.id, values.get("superseded_by") or "")
+        # Back to superseded: only by a lesson that may still replace it (live, no cycle, of
+        # the scope the lesson is back in or global).
+        replacements.check(session, bullet.id, values.get("superseded_by") or "", scope)
+    # Back in an older scope: not away from the lessons it is linked with.
+    replacements.check_move(
+        session, bullet, scope, values.get("superseded_by", bullet.superseded_by)
+    )
     return _apply(session, bullet, "revert", actor, why, **values)
 
 

@@ -42,13 +42,14 @@ def may_replace(old_scope: str, new_scope: str) -> bool:
     return new_scope in (old_scope, GLOBAL)
 
 
-def check_move(session: Session, bullet: Bullet, scope: str) -> None:
+def check_move(session: Session, bullet: Bullet, scope: str, replacement: str | None) -> None:
     """FieldProblem (of the field ``scope``) when moving ``bullet`` to ``scope`` would link
-    lessons of different scopes: its replacement, or a lesson it replaces, would stay behind."""
+    lessons of different scopes: its ``replacement`` (the lesson replacing it after the change,
+    None when none), or a lesson it replaces, would stay behind."""
     if scope == bullet.scope:
         return
-    if bullet.status == SUPERSEDED and bullet.superseded_by:
-        new = session.get(Bullet, bullet.superseded_by)
+    if replacement:
+        new = session.get(Bullet, replacement)
         if new is not None and not may_replace(scope, new.scope):
             raise FieldProblem(
                 "scope",
@@ -81,8 +82,9 @@ def chain(session: Session, bullet: Bullet) -> list[str]:
     return found
 
 
-def check(session: Session, old_id: str, new_id: str) -> Bullet:
-    """The lesson ``new_id`` names, when it may replace ``old_id``.
+def check(session: Session, old_id: str, new_id: str, old_scope: str | None = None) -> Bullet:
+    """The lesson ``new_id`` names, when it may replace ``old_id`` (of ``old_scope`` when
+    given: the scope it is given in the same change; else its own).
 
     BulletNotFound (of the field ``by``) when there is none; InvalidTransition, saying what
     to do instead, when it is ``old_id`` itself, is not live, or would close a cycle;
@@ -93,10 +95,12 @@ def check(session: Session, old_id: str, new_id: str) -> Bullet:
         raise BulletNotFound(new_id, field="by")
     if new.id == old_id:
         raise InvalidTransition(f"{old_id} cannot supersede itself; name the lesson replacing it")
-    old = session.get(Bullet, old_id)
-    if old is not None and not may_replace(old.scope, new.scope):
+    if old_scope is None:
+        old = session.get(Bullet, old_id)
+        old_scope = old.scope if old is not None else new.scope
+    if not may_replace(old_scope, new.scope):
         raise OtherScope(
-            f"{new.id} is of scope {new.scope} and {old_id} of scope {old.scope}: a lesson is "
+            f"{new.id} is of scope {new.scope} and {old_id} of scope {old_scope}: a lesson is "
             "superseded only by one of its own scope or a global one"
         )
     if new.status == SUPERSEDED:

@@ -208,3 +208,17 @@ def test_the_field_names_a_moved_lesson_scope(engine: Engine, lessons: dict[str,
     with transaction(engine) as session, pytest.raises(fields.FieldProblem) as refused:
         lifecycle.edit(session, lessons["ours2"], actor="t", scope=THEIRS)
     assert refused.value.field == "scope"
+
+
+def test_reverting_a_move_never_links_two_scopes(engine: Engine, lessons: dict[str, str]) -> None:
+    """A lesson moved from victim/secret to acme/api, then made the replacement of one of
+    acme/api's: undoing the move would leave acme/api's lesson pointing into victim/secret."""
+    moved, replaced = lessons["theirs"], lessons["ours"]
+    with transaction(engine) as session:
+        edit = lifecycle.edit(session, moved, actor="t", scope=OURS).revision
+        lifecycle.supersede(session, replaced, moved, actor="t")
+    before = _unchanged(engine)
+    with transaction(engine) as session, pytest.raises(fields.FieldProblem) as refused:
+        lifecycle.revert(session, moved, edit.id, actor="t")
+    assert refused.value.field == "scope" and replaced in str(refused.value)
+    assert _unchanged(engine) == before
