@@ -139,8 +139,8 @@ def live_replacements(
     """For each of ``bullet_ids`` superseded by ``at`` (default now), its live replacement.
 
     The chain is followed to its end (pb-3 replaced by pb-9, itself replaced by pb-12: pb-12);
-    a lesson whose last replacement is not live, or that was superseded after ``at`` (a cite
-    made before the change), has none.
+    a lesson whose last replacement is not live or not of its scope (nor global), or that was
+    superseded after ``at`` (a cite made before the change), has none.
     """
     when = clock.to_utc(at) if at is not None else clock.now()
     ids = list(dict.fromkeys(bullet_ids))
@@ -155,6 +155,8 @@ def live_replacements(
             continue
         after = chain(session, bullet)
         last = session.get(Bullet, after[-1]) if after else None
-        if last is not None and last.status in LIVE:
+        # A link across scopes (older than the rule, or imported) is not followed: a cite in
+        # one owner's work never counts for another owner's lesson.
+        if last is not None and last.status in LIVE and may_replace(bullet.scope, last.scope):
             found[bullet.id] = last.id
     return found

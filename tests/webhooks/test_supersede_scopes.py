@@ -21,6 +21,7 @@ from playbook.errors import InvalidTransition
 from playbook.lessons import fields, lifecycle, replacements
 from playbook.models import Bullet, Revision
 from tests.bot.test_mcp import run
+from tests.support import saw
 
 MAINTAINER = {"Authorization": "Bearer maintainer-token"}
 ACME = {"Authorization": "Bearer acme-token"}  # an agent of acme/api
@@ -222,3 +223,19 @@ def test_reverting_a_move_never_links_two_scopes(engine: Engine, lessons: dict[s
         lifecycle.revert(session, moved, edit.id, actor="t")
     assert refused.value.field == "scope" and replaced in str(refused.value)
     assert _unchanged(engine) == before
+
+
+def test_a_cite_never_counts_for_another_scopes_replacement(
+    shared_app, engine: Engine, lessons: dict[str, str]
+) -> None:
+    """With cites counting for replacements, a cross-scope link is still not followed."""
+    old, new = _legacy_link(engine, lessons)
+    # An agent bound to no scope: the link itself is what is not followed.
+    tokens = {"api_token": "maintainer-token", "agent_tokens": "bot:plain-token"}
+    api = shared_app(**tokens, superseded_cites_count_for_replacement=True).test_client()
+    saw(engine, "PAY-7")
+    cite = {"event": "cited", "lessonIds": [old], "ticketId": "PAY-7"}
+    answer = api.post("/api/v1/usage", json=cite, headers={"Authorization": "Bearer plain-token"})
+    assert answer.status_code == 201 and answer.get_json()["events"] == 1
+    with transaction(engine) as session:
+        assert (session.get(Bullet, old).cites, session.get(Bullet, new).cites) == (1, 0)
