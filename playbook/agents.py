@@ -18,10 +18,10 @@ from pydantic import BaseModel, BeforeValidator, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, scope_links
 from playbook.errors import BulletNotFound, PlaybookError
 from playbook.experiment import holdout
-from playbook.lessons import checks, fields, ids, lifecycle, replacements
+from playbook.lessons import checks, fields, lifecycle, replacements
 from playbook.models import Bullet, Revision, UsageEvent
 from playbook.outcomes import usage
 from playbook.repos import stored
@@ -242,8 +242,8 @@ class LessonPage(BaseModel):
     next_cursor: str | None
 
 
-def lesson(bullet: Bullet) -> Lesson:
-    """The API shape of a bullet."""
+def lesson(bullet: Bullet, hide_link: bool = False) -> Lesson:
+    """The API shape of a bullet; ``hide_link``: without its replacement (`scope_links`)."""
     return Lesson(
         id=bullet.id,
         text=bullet.text,
@@ -264,36 +264,9 @@ def lesson(bullet: Bullet) -> Lesson:
         last_loaded_at=bullet.last_loaded_at,
         last_cited_at=bullet.last_cited_at,
         demoted_on=bullet.demoted_on,
-        demoted_reason=bullet.demoted_reason,
-        superseded_by=bullet.superseded_by,
+        demoted_reason=None if hide_link else bullet.demoted_reason,
+        superseded_by=None if hide_link else bullet.superseded_by,
     )
-
-
-def shown(session: Session, caller: Caller, bullets: list[Bullet]) -> list[Lesson]:
-    """The API shape of ``bullets`` as ``caller`` may read them: a replacement of a scope the
-    caller cannot read (a link older than the scope rules, or imported) is not named."""
-    hidden = caller.view.unseen(session, (b.superseded_by or "" for b in bullets))
-    answers = []
-    for bullet in bullets:
-        one = lesson(bullet)
-        if one.superseded_by in hidden:
-            # The demotion's reason is the supersession's: "superseded by <id>" by default.
-            one = one.model_copy(update={"superseded_by": None, "demoted_reason": None})
-        answers.append(one)
-    return answers
-
-
-def _named(revision: Revision) -> set[str]:
-    """The lesson ids a revision names: in its reason, and the replacement in its snapshots."""
-    named = set(ids.mentioned(revision.reason))
-    for values in (revision.before, revision.after):
-        if isinstance(values, dict) and isinstance(values.get("superseded_by"), str):
-            named.add(values["superseded_by"])
-    if revision.action == "replace" and revision.reason:
-        # "supersedes <id>: why": an imported id need not look like pb-N.
-        replaced = revision.reason.partition("supersedes ")[2].split(" ", 1)[0]
-        named.add(replaced.rstrip(":"))
-    return named
 
 
 def visible(session: Session, caller: Caller, bullet_id: str) -> Bullet:
@@ -314,19 +287,12 @@ def get_lesson(
     from playbook.experiment import report  # the experiment's tables: when a lesson is read
 
     bullet = visible(session, caller, bullet_id)
-    revisions = list(
-        session.scalars(
-            select(Revision)
-            .where(Revision.bullet_id == bullet.id)
-            .order_by(Revision.id.desc())
-            .limit(REVISIONS_SHOWN)
-        )
+    revisions = session.scalars(
+        select(Revision)
+        .where(Revision.bullet_id == bullet.id)
+        .order_by(Revision.id.desc())
+        .limit(REVISIONS_SHOWN)
     )
-    # A revision naming a lesson of another scope (its replacement, or one it replaced) is
-    # left out whole: its reason is that lesson's owner's words.
-    named = {revision.id: _named(revision) for revision in revisions}
-    hidden = caller.view.unseen(session, set().union(*named.values()))
-    revisions = [r for r in revisions if not named[r.id] & hidden]
     events = session.scalars(
         select(UsageEvent)
         .where(UsageEvent.bullet_id == bullet.id, caller.view.events())
@@ -334,11 +300,11 @@ def get_lesson(
         .limit(EVENTS_SHOWN)
     )
     return LessonDetail(
-        **shown(session, caller, [bullet])[0].model_dump(),
+        **lesson(bullet, bool(scope_links.hidden(session, caller.view, [bullet]))).model_dump(),
         supersedes=replacements.superseded_by_it(session, bullet.id, caller.view.lessons()),
         revisions=[
             RevisionEntry(id=r.id, action=r.action, actor=r.actor, at=r.at, reason=r.reason)
-            for r in revisions
+            for r in scope_links.readable(session, caller.view, revisions)
         ],
         events=[
             UsageEntry(
@@ -539,7 +505,7 @@ def approve(session: Session, caller: Caller, bullet_id: str, reason: str | None
     caller.require_maintainer("approve")
     bullet = visible(session, caller, bullet_id)
     change = lifecycle.approve(session, bullet.id, actor=caller.actor, reason=_reason(reason))
-    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
 
 
 def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> Change:
@@ -550,7 +516,7 @@ def deprecate(session: Session, caller: Caller, bullet_id: str, reason: str) -> 
     if not why:
         raise fields.FieldProblem("reason", "is empty; say why the lesson is deprecated")
     change = lifecycle.deprecate(session, bullet.id, reason=why, actor=caller.actor)
-    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
 
 
 def supersede(
@@ -567,7 +533,7 @@ def supersede(
     change = lifecycle.supersede(
         session, bullet.id, new.id, actor=caller.actor, reason=_reason(reason)
     )
-    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
 
 
 def restore(session: Session, caller: Caller, bullet_id: str, reason: str | None) -> Change:
@@ -575,7 +541,7 @@ def restore(session: Session, caller: Caller, bullet_id: str, reason: str | None
     caller.require_maintainer("restore")
     bullet = visible(session, caller, bullet_id)
     change = lifecycle.restore(session, bullet.id, actor=caller.actor, reason=_reason(reason))
-    return Change(changed=change.changed, lesson=shown(session, caller, [change.bullet])[0])
+    return Change(changed=change.changed, lesson=lesson(change.bullet))
 
 
 def _reason(reason: str | None) -> str | None:
@@ -609,9 +575,9 @@ def list_lessons(
     rows = list(session.scalars(query))
     size = min(max(limit, 1), MAX_PAGE_SIZE)
     more = len(rows) > size
-    rows = rows[:size]
+    rows, hidden = rows[:size], scope_links.hidden(session, caller.view, rows[:size])
     return LessonPage(
-        lessons=shown(session, caller, rows),
+        lessons=[lesson(bullet, bullet.id in hidden) for bullet in rows],
         next_cursor=encode_cursor(rows[-1].id) if more else None,
     )
 
