@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, scope_links
 from playbook.errors import BulletNotFound, PlaybookError
 from playbook.experiment import holdout
 from playbook.lessons import checks, fields, lifecycle, replacements
@@ -242,8 +242,8 @@ class LessonPage(BaseModel):
     next_cursor: str | None
 
 
-def lesson(bullet: Bullet) -> Lesson:
-    """The API shape of a bullet."""
+def lesson(bullet: Bullet, hide_link: bool = False) -> Lesson:
+    """The API shape of a bullet; ``hide_link``: without its replacement (`scope_links`)."""
     return Lesson(
         id=bullet.id,
         text=bullet.text,
@@ -264,8 +264,8 @@ def lesson(bullet: Bullet) -> Lesson:
         last_loaded_at=bullet.last_loaded_at,
         last_cited_at=bullet.last_cited_at,
         demoted_on=bullet.demoted_on,
-        demoted_reason=bullet.demoted_reason,
-        superseded_by=bullet.superseded_by,
+        demoted_reason=None if hide_link else bullet.demoted_reason,
+        superseded_by=None if hide_link else bullet.superseded_by,
     )
 
 
@@ -300,11 +300,11 @@ def get_lesson(
         .limit(EVENTS_SHOWN)
     )
     return LessonDetail(
-        **lesson(bullet).model_dump(),
+        **lesson(bullet, bool(scope_links.hidden(session, caller.view, [bullet]))).model_dump(),
         supersedes=replacements.superseded_by_it(session, bullet.id, caller.view.lessons()),
         revisions=[
             RevisionEntry(id=r.id, action=r.action, actor=r.actor, at=r.at, reason=r.reason)
-            for r in revisions
+            for r in scope_links.readable(session, caller.view, revisions)
         ],
         events=[
             UsageEntry(
@@ -575,9 +575,9 @@ def list_lessons(
     rows = list(session.scalars(query))
     size = min(max(limit, 1), MAX_PAGE_SIZE)
     more = len(rows) > size
-    rows = rows[:size]
+    rows, hidden = rows[:size], scope_links.hidden(session, caller.view, rows[:size])
     return LessonPage(
-        lessons=[lesson(bullet) for bullet in rows],
+        lessons=[lesson(bullet, bullet.id in hidden) for bullet in rows],
         next_cursor=encode_cursor(rows[-1].id) if more else None,
     )
 

@@ -8,9 +8,11 @@ is written once, here, both as a test of one row and as SQL for many.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, false, or_, select, true
+from sqlalchemy import ColumnElement, and_, false, not_, or_, select, true
+from sqlalchemy.orm import Session
 
 from playbook.models import Bullet, UsageEvent
 
@@ -53,6 +55,20 @@ class View:
         if self.scope is None:
             return true()
         return Bullet.scope.in_((GLOBAL, self.scope))
+
+    def unseen(self, session: Session, bullet_ids: Iterable[str]) -> set[str]:
+        """Those of ``bullet_ids`` that name a lesson the caller may not read.
+
+        For what a visible lesson says about others (``superseded_by``, a revision's reason):
+        a link made before the scope rules, or imported, must not name another scope's id.
+        """
+        wanted = {bullet_id for bullet_id in bullet_ids if bullet_id}
+        if self.scope is None or not wanted:
+            return set()
+        rows = session.scalars(
+            select(Bullet.id).where(Bullet.id.in_(sorted(wanted)), not_(self.lessons()))
+        )
+        return set(rows)
 
     def events(self) -> ColumnElement[bool]:
         """SQL: the ``UsageEvent`` rows visible.

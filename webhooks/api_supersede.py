@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from playbook import agents, db
 from playbook.errors import BulletNotFound, PlaybookError
-from playbook.lessons import fields
+from playbook.lessons import fields, replacements
 from webhooks import api as v1
 from webhooks import api_parts, problems
 from webhooks.runtime import runtime
@@ -23,6 +23,8 @@ def _domain_problem(error: PlaybookError) -> Response:
     # lesson in the path exists, and the request conflicts with what the playbook holds.
     if isinstance(error, BulletNotFound) and error.field == "by":
         return problems.problem(409, str(error), field="by")
+    if isinstance(error, replacements.OtherScope):
+        return problems.problem(409, str(error), field=error.field)
     return v1._domain_problem(error)
 
 

@@ -14,7 +14,7 @@ from playbook import clock, db
 from playbook.deliveries import comments
 from playbook.errors import PlaybookError
 from playbook.experiment import outcomes as experiment_outcomes
-from playbook.lessons import lifecycle
+from playbook.lessons import lifecycle, reach
 from playbook.lessons.capture import Command, commands_in
 from playbook.outcomes import tracking
 from playbook.outcomes.evidence import cite_later, scope_of
@@ -36,11 +36,13 @@ def run_commands(
     scope: str,
     source_url: str | None,
     comment_id: str,
+    place: reach.Place,
 ) -> None:
     """Carry out a comment's commands if its author may change the playbook, and reply once.
 
     Who may is decided from the verified author (GitHub's permission API, or the Jira
-    comment as Jira's API returns it), never from what a payload says about itself.
+    comment as Jira's API returns it), never from what a payload says about itself; what
+    they may change is ``place``'s lessons and the global ones (`reach.reachable`).
     """
     purpose = comments.reply_purpose(comment_id)
     with db.transaction(services.engine) as session:
@@ -68,7 +70,7 @@ def run_commands(
         )
     else:
         reply = "\n".join(
-            _apply(services, command, str(actor), learned_from, scope, source_url)
+            _apply(services, command, str(actor), learned_from, scope, source_url, place)
             for command in commands
         )
     publish(services, ref, purpose, reply, edit=False)
@@ -81,6 +83,7 @@ def _apply(
     learned_from: str,
     scope: str,
     source_url: str | None,
+    place: reach.Place,
 ) -> str:
     if command.problem:
         return f"Could not read that command: {command.problem}."
@@ -95,7 +98,7 @@ def _apply(
                     command.text,
                     learned_from=learned_from,
                     actor=actor,
-                    scope=scope,
+                    scope=place.scope_for_new(scope),
                     source="comment",
                     source_url=source_url,
                 )
@@ -110,7 +113,11 @@ def _apply(
                         f"`/playbook supersede {old} by {new}`."
                     )
                 return captured
-            bullet_id = command.bullet_id or ""
+            # Out of this place's reach is answered as a missing id: nothing of another
+            # owner's lessons (that it exists, its status) is told here.
+            bullet_id = reach.reachable(session, place, command.bullet_id or "").id
+            if command.verb == "supersede":
+                reach.reachable(session, place, command.by or "", field="by")
             if command.verb == "approve":
                 change = lifecycle.approve(session, bullet_id, actor=actor, reason=command.reason)
             elif command.verb == "deprecate":
@@ -178,6 +185,7 @@ def github_comment(event: Event, services: Services) -> None:
         scope,
         data.comment.html_url,
         str(data.comment.id),
+        reach.Place.github(repo, own),
     )
 
 
@@ -250,4 +258,5 @@ def jira_comment(event: Event, services: Services) -> None:
         if services.settings.jira_url
         else None,
         data.comment.id,
+        reach.Place.jira(key),
     )

@@ -243,7 +243,8 @@ def _check_text(text: str, max_chars: int) -> str:
 
 
 def _changed_member(consolidation: Consolidation, members: Sequence[Bullet]) -> str | None:
-    """Why the members are not as proposed (gone, no longer active, edited); None if they are."""
+    """Why the members are not as proposed (gone, no longer active, moved to another scope,
+    edited); None if they are."""
     present = {b.id: b for b in members}
     for bullet_id in consolidation.member_ids:
         bullet = present.get(bullet_id)
@@ -251,6 +252,11 @@ def _changed_member(consolidation: Consolidation, members: Sequence[Bullet]) -> 
             return f"{bullet_id} no longer exists"
         if bullet.status != "active":
             return f"{bullet_id} is {bullet.status} since the proposal"
+        # The text hash does not see a move: a member now of another scope (another owner's,
+        # perhaps) would be superseded by a lesson its readers cannot read, and the merged
+        # text would carry its words into the group's scope.
+        if bullet.scope != consolidation.scope:
+            return f"{bullet_id} is no longer in the scope {consolidation.scope}"
     if members_hash(members) == consolidation.members_hash:
         return None
     created = clock.to_utc(consolidation.created_at)
@@ -301,9 +307,10 @@ def accept(
 ) -> Consolidation:
     """Create the merged lesson (the draft, or ``text`` as edited) and supersede each member.
 
-    Only an open proposal whose members are all still active and unchanged can be accepted;
-    otherwise InvalidTransition says which member changed. The merged lesson is active, in
-    the group's scope, learned from the longest member's ticket, with the members' tags.
+    Only an open proposal whose members are all still active, unchanged and of its scope can
+    be accepted; otherwise InvalidTransition says which member changed. The merged lesson is
+    active, in the group's scope, learned from the longest member's ticket, with the members'
+    tags.
     """
     consolidation = get(session, consolidation_id)
     _require(consolidation, "open", "accepted")

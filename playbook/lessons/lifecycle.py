@@ -316,6 +316,11 @@ def edit(
     values = check_fields(
         {key: value for key, value in changes.items() if value is not None}, max_chars=max_chars
     )
+    if "scope" in values:
+        # A lesson linked by supersession stays with its links: a move would leave one of
+        # them pointing into another owner's scope.
+        replacing = bullet.superseded_by if bullet.status == replacements.SUPERSEDED else None
+        replacements.check_move(session, bullet, values["scope"], replacing)
     return _apply(session, bullet, "edit", actor, reason, **values)
 
 
@@ -391,7 +396,8 @@ def supersede(
 
     The replaced lesson's revision says by which; the replacement gets a revision too (its
     fields unchanged) so both histories tell it. `restore` undoes it. InvalidTransition
-    (see `replacements.check`) when ``by`` cannot replace it.
+    (see `replacements.check`) when ``by`` cannot replace it, among them
+    `replacements.OtherScope` when it is of another scope than the lesson and not global.
     """
     bullet = get(session, bullet_id)
     new = replacements.check(session, bullet.id, fields.bullet_id(by, "by"))
@@ -500,11 +506,17 @@ def revert(
     # Undoing the edit that took a credential out must not put it back.
     for field in ("text", "source_url"):
         secrets.refuse(field, values.get(field))
+    scope = values.get("scope") or bullet.scope
     if values.get("status", bullet.status) != replacements.SUPERSEDED:
         values["superseded_by"] = None  # revisions older than supersession do not name it
     elif values.get("superseded_by") != bullet.superseded_by:
-        # Back to superseded: only by a lesson that may still replace it (live, no cycle).
-        replacements.check(session, bullet.id, values.get("superseded_by") or "")
+        # Back to superseded: only by a lesson that may still replace it (live, no cycle, of
+        # the scope the lesson is back in or global).
+        replacements.check(session, bullet.id, values.get("superseded_by") or "", scope)
+    # Back in an older scope: not away from the lessons it is linked with.
+    replacements.check_move(
+        session, bullet, scope, values.get("superseded_by", bullet.superseded_by)
+    )
     return _apply(session, bullet, "revert", actor, why, **values)
 
 
