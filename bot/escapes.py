@@ -82,6 +82,15 @@ def traceback_text(
     """The traceback the logging module would print, with each exception's message escaped to
     one line: frames name our code, but a message may quote outside text (a key, a URL, a
     file's line), so a message can never start a line of its own."""
+    return _traceback_text(kind, error, trace, 0)
+
+
+def _traceback_text(
+    kind: type[BaseException] | None,
+    error: BaseException | None,
+    trace: TracebackType | None,
+    depth: int,
+) -> str:
     if error is None:
         return escaped(kind.__name__ if kind is not None else "NoneType: None")
     chain = _chain(error)
@@ -95,6 +104,12 @@ def traceback_text(
             parts.extend(terminal(entry) for entry in traceback.format_tb(frames))
         message = "".join(traceback.format_exception_only(type(link), link)).rstrip("\n")
         parts.append(escaped(message) + "\n")
+        if isinstance(link, BaseExceptionGroup) and depth < MAX_CHAIN:
+            # A task group's failures (the MCP server's anyio): each told, indented.
+            for number, inner in enumerate(link.exceptions[:MAX_CHAIN], start=1):
+                told = _traceback_text(type(inner), inner, inner.__traceback__, depth + 1)
+                parts.append(f"  +-- {number} --\n")
+                parts.extend(f"  | {line}\n" for line in told.split("\n"))
     return "".join(parts).rstrip("\n")
 
 
