@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TextIO
@@ -78,11 +78,15 @@ def traceback_text(
     kind: type[BaseException] | None,
     error: BaseException | None,
     trace: TracebackType | None,
+    scrub: Callable[[str], str] | None = None,
 ) -> str:
     """The traceback the logging module would print, with each exception's message escaped to
     one line: frames name our code, but a message may quote outside text (a key, a URL, a
-    file's line), so a message can never start a line of its own."""
-    return _traceback_text(kind, error, trace, 0)
+    file's line), so a message can never start a line of its own.
+
+    ``scrub`` (the log's credential masking) sees each message before it is escaped: masking
+    reads the text as it was written, not its escapes."""
+    return _traceback_text(kind, error, trace, 0, scrub or (lambda text: text))
 
 
 def _traceback_text(
@@ -90,6 +94,7 @@ def _traceback_text(
     error: BaseException | None,
     trace: TracebackType | None,
     depth: int,
+    scrub: Callable[[str], str],
 ) -> str:
     if error is None:
         return escaped(kind.__name__ if kind is not None else "NoneType: None")
@@ -103,11 +108,11 @@ def _traceback_text(
             parts.append("Traceback (most recent call last):\n")
             parts.extend(terminal(entry) for entry in traceback.format_tb(frames))
         message = "".join(traceback.format_exception_only(type(link), link)).rstrip("\n")
-        parts.append(escaped(message) + "\n")
+        parts.append(escaped(scrub(message)) + "\n")
         if isinstance(link, BaseExceptionGroup) and depth < MAX_CHAIN:
             # A task group's failures (the MCP server's anyio): each told, indented.
             for number, inner in enumerate(link.exceptions[:MAX_CHAIN], start=1):
-                told = _traceback_text(type(inner), inner, inner.__traceback__, depth + 1)
+                told = _traceback_text(type(inner), inner, inner.__traceback__, depth + 1, scrub)
                 parts.append(f"  +-- {number} --\n")
                 parts.extend(f"  | {line}\n" for line in told.split("\n"))
     return "".join(parts).rstrip("\n")

@@ -87,12 +87,14 @@ class OneLineFormatter(logging.Formatter):
             record.exc_text = cached
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        """The record's line, every non-printable character of it escaped."""
-        return escaped(super().formatMessage(record))
+        """The record's line, masked, then every non-printable character of it escaped."""
+        # Masked before escaping: a credential split by an invisible character is found in
+        # the text as written; once escaped, the split would be visible text.
+        return escaped(redact(super().formatMessage(record)))
 
     def formatException(self, ei: Any) -> str:
-        """The traceback with each exception's message escaped to one line."""
-        return traceback_text(*ei)
+        """The traceback with each exception's message masked and escaped to one line."""
+        return traceback_text(*ei, scrub=redact)
 
     def formatStack(self, stack_info: str) -> str:
         """The stack (our frames) with no raw control character."""

@@ -56,14 +56,14 @@ def forged_lines(text: str) -> list[str]:
 
 
 @contextmanager
-def real_log(fmt: str) -> Iterator[io.StringIO]:
+def real_log(fmt: str, secrets: tuple[str, ...] = ()) -> Iterator[io.StringIO]:
     """The process's log as `serve` writes it (the production handler and formatter), into a
     buffer that stands for stderr."""
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     stream = io.StringIO()
     with patch.object(sys, "stderr", stream):
-        configure_logging("INFO", fmt)
+        configure_logging("INFO", fmt, secrets)
     try:
         yield stream
     finally:
@@ -252,3 +252,16 @@ def test_an_error_line_escapes_the_argument_it_quotes(
     no_raw_control(result.output)
     assert forged_lines(result.output) == []
     assert len(result.output.splitlines()) == 1
+
+
+def test_a_secret_in_a_hostile_message_is_masked_before_it_is_escaped() -> None:
+    secret = "hunter2-s3cret-value"
+    with real_log("text", (secret,)) as stream:
+        try:
+            raise RuntimeError(f"login {secret}{HOSTILE}")
+        except RuntimeError:
+            logging.getLogger("bot.worker").exception("failed for %s%s", secret, HOSTILE)
+    text = stream.getvalue()
+    no_raw_control(text)
+    assert forged_lines(text) == []
+    assert secret not in text and text.count("***") == 2
