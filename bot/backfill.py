@@ -103,6 +103,7 @@ def backfill(services: Services, repo: str, since: timedelta) -> BackfillReport:
                 written_at=written_at(pull),
                 comments=comments_while_open(pull, seen),
                 merger=lambda pull=pull: merged_by(pull),
+                author=pull.user.login if pull.user else None,
             )
         except Ignored as why:
             report.ignored.append(str(why))

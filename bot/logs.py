@@ -9,8 +9,11 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
+
+from bot.escapes import escaped, terminal, traceback_text
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(delivery)s] %(message)s"
 
@@ -65,6 +68,39 @@ class RedactingFormatter(logging.Formatter):
         return redact(self.inner.format(record))
 
 
+class OneLineFormatter(logging.Formatter):
+    """The text format with every record on one line: the message and its fields (the
+    delivery id is a header from outside) escaped, and a traceback's exception messages too.
+
+    The traceback keeps its lines, which name our frames; only what an exception says may
+    quote outside text, and that is escaped, so no line of a record can pass for a record.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as the text format has it, with outside text escaped."""
+        cached = record.exc_text
+        # Another handler (a test's capture, say) may have cached the traceback unescaped.
+        record.exc_text = None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_text = cached
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """The record's line, masked, then every non-printable character of it escaped."""
+        # Masked before escaping: a credential split by an invisible character is found in
+        # the text as written; once escaped, the split would be visible text.
+        return escaped(redact(super().formatMessage(record)))
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback with each exception's message masked and escaped to one line."""
+        return traceback_text(*ei, scrub=redact)
+
+    def formatStack(self, stack_info: str) -> str:
+        """The stack (our frames) with no raw control character."""
+        return terminal(stack_info)
+
+
 class DeliveryFilter(logging.Filter):
     """Stamps each record with the current delivery id, so one event can be followed end to end."""
 
@@ -102,7 +138,8 @@ def configure_logging(
             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
         )
     else:
-        inner = logging.Formatter(TEXT_FORMAT)
+        # JSON escapes every control and non-ASCII character by itself.
+        inner = OneLineFormatter(TEXT_FORMAT)
     handler.setFormatter(RedactingFormatter(inner))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -7,7 +7,6 @@ import getpass
 import json
 import re
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.exceptions import NoArgsIsHelpError
 
+from bot.escapes import guarded_output, json_text
 from playbook.errors import DatabaseUnavailable, PlaybookError
 
 # Only this module and click load before a command runs: `playbook-bot --help` must not wait
@@ -34,10 +34,12 @@ MAX_ERROR_CHARS = 1000
 
 
 def one_line(text: str) -> str:
-    """``text`` as a single line of at most MAX_ERROR_CHARS, scrubbed of the known secrets."""
+    """``text`` as a single line of at most MAX_ERROR_CHARS, scrubbed of the known secrets,
+    with no raw control character (an error may quote a file, a header or an argument)."""
+    from bot.escapes import escaped
     from bot.logs import redact  # only once something failed: `--help` must stay light
 
-    text = " ".join(redact(text).split())
+    text = escaped(" ".join(redact(text).split()))
     return text if len(text) <= MAX_ERROR_CHARS else f"{text[: MAX_ERROR_CHARS - 1]}…"
 
 
@@ -80,10 +82,12 @@ def debugging(ctx: click.Context) -> bool:
 
 
 def show_traceback(error: BaseException) -> None:
-    """The full traceback of ``error`` on stderr, scrubbed of the known secrets."""
+    """The full traceback of ``error`` on stderr, scrubbed of the known secrets, each
+    exception's message escaped to one line (it may quote outside text)."""
+    from bot.escapes import traceback_text
     from bot.logs import redact
 
-    click.echo(redact("".join(traceback.format_exception(error))).rstrip("\n"), err=True)
+    click.echo(redact(traceback_text(type(error), error, error.__traceback__)), err=True)
 
 
 # A command not loaded yet: the function that imports its module, its attribute, its short help.
@@ -158,7 +162,10 @@ class PlaybookGroup(click.Group):
         points at ``--debug``, which prints the traceback of any failure first.
         """
         try:
-            return super().invoke(ctx)
+            # Whatever the command prints passes the terminal guard (bot.escapes), whichever
+            # way it prints: click.echo, print, a log handler or a library.
+            with guarded_output():
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.Abort, NoArgsIsHelpError, UsageLine):
             raise
         except CommandError as error:
@@ -361,7 +368,8 @@ def main(ctx: click.Context, actor: str | None, debug: bool) -> None:
 
 def echo_json(value: Any) -> None:
     """Print a value as indented JSON, datetimes as ISO 8601."""
-    click.echo(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
+    # C1, bidi and format characters as \\uXXXX: the same JSON, and nothing for a terminal to obey.
+    click.echo(json_text(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False)))
 
 
 def _json_default(value: Any) -> Any:

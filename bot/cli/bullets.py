@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from bot.cli.base import Context, echo_json, note, pass_context
+from bot.escapes import escaped
 from playbook import clock
 from playbook.lessons import characters, ids, lifecycle, replacements
 from playbook.lessons.lifecycle import Change
@@ -234,7 +235,7 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
     if replaced:
         click.echo(f"supersedes:   {', '.join(replaced)}")
     if bullet.demoted_on:
-        click.echo(f"demoted:      {_when(bullet.demoted_on)} ({bullet.demoted_reason})")
+        click.echo(f"demoted:      {_when(bullet.demoted_on)} ({escaped(bullet.demoted_reason)})")
     click.echo(
         f"usage:        {bullet.loads} loads, {bullet.cites} cites "
         f"({bullet.cites_success} in successful work, {bullet.cites_failure} in failed work); "
@@ -245,10 +246,10 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
     click.echo(f"Measured effect: {describe_effect(effect)}")
     click.echo("history:")
     for revision in revisions:
-        why = f": {revision.reason}" if revision.reason else ""
+        why = f": {escaped(revision.reason)}" if revision.reason else ""
         click.echo(
             f"  #{revision.id:<5} {_when(revision.at)}  {revision.action:<10} "
-            f"by {revision.actor}{why}"
+            f"by {escaped(revision.actor)}{why}"
         )
 
 
@@ -351,8 +352,9 @@ def history(ctx: Context, bullet_id: str, as_json: bool) -> None:
         return
     for revision in revisions:
         click.echo(
-            f"#{revision.id:<5} {_when(revision.at)}  {revision.action:<10} by {revision.actor}"
-            + (f": {revision.reason}" if revision.reason else "")
+            f"#{revision.id:<5} {_when(revision.at)}  {revision.action:<10} "
+            f"by {escaped(revision.actor)}"
+            + (f": {escaped(revision.reason)}" if revision.reason else "")
         )
         before, after = revision.before or {}, revision.after or {}
         for field in after:

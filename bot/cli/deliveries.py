@@ -7,6 +7,7 @@ import json
 import click
 
 from bot.cli.base import CommandFailed, Context, UserError, echo_json, note, pass_context
+from bot.escapes import escaped
 from playbook.deliveries import inbox, side_effects
 from playbook.models import DELIVERY_STATUSES, Delivery, SideEffect
 
@@ -86,12 +87,14 @@ def list_(ctx: Context, status: str | None, limit: int, as_json: bool) -> None:
         f"{'RECEIVED (UTC)':<19} {'DELIVERY':<36} WHY"
     )
     for row in rows:
-        name = f"{row.event}{f'.{row.action}' if row.action else ''}"
+        # The event, action, delivery id and error come from outside: escaped, one line.
+        name = escaped(f"{row.event}{f'.{row.action}' if row.action else ''}")
         why = row.reason if row.status == "ignored" else row.last_error
-        why = why.splitlines()[0][:80] if why and row.status != "done" else ""
+        why = escaped(why.splitlines()[0][:80]) if why and row.status != "done" else ""
+        guid = escaped(row.delivery_id[:36])
         click.echo(
             f"{row.id:>6} {row.source:<6} {name[:32]:<32} {row.status:<8} {row.attempts:>5} "
-            f"{row.received_at:%Y-%m-%d %H:%M:%S} {row.delivery_id[:36]:<36} {why}".rstrip()
+            f"{row.received_at:%Y-%m-%d %H:%M:%S} {guid:<36} {why}".rstrip()
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from bot.cli.base import Context, UserError, github_errors, note, pass_context
+from bot.escapes import escaped
 
 
 @click.command()
@@ -16,7 +17,8 @@ def doctor(ctx: Context) -> None:
     problems = 0
     for check in run_checks(ctx.settings):
         mark = {"ok": "ok  ", "off": "--  ", "warn": "WARN", "fail": "FAIL"}[check.status]
-        click.echo(f"[{mark}] {check.name}: {check.detail}")
+        # A detail quotes settings files, error messages and Jira's answer: one line each.
+        click.echo(f"[{mark}] {check.name}: {escaped(check.detail)}")
         problems += check.status == "fail"
     if problems:
         raise SystemExit(1)

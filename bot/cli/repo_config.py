@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot.cli.base import CommandFailed, Context, UserError, echo_json, github_errors, pass_context
+from bot.escapes import escaped
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -229,7 +230,7 @@ def report(found: Effective, shown: list[Shown], *, cached: bool = False) -> lis
     key_width = max((len(s.key) for s in shown), default=0)
     value_width = max((len(v) for v in values), default=0)
     for setting, value in zip(shown, values, strict=True):
-        where = _printable(setting.where)
+        where = escaped(setting.where)
         lines.append(f"  {setting.key:<{key_width}}  {value:<{value_width}}  {where}")
     if found.problems:
         count = len(found.problems)
@@ -237,10 +238,10 @@ def report(found: Effective, shown: list[Shown], *, cached: bool = False) -> lis
             f"{count} problem{'s' if count != 1 else ''} (until fixed, the bot keeps the last "
             "good settings of that file, or the defaults):"
         )
-        lines += [f"  {_printable(str(problem))}" for problem in found.problems]
+        lines += [f"  {escaped(problem)}" for problem in found.problems]
     if found.error:
         lines.append(
-            f"Not read: {_printable(found.error)} (the settings above are the last good ones, "
+            f"Not read: {escaped(found.error)} (the settings above are the last good ones, "
             "or the defaults)"
         )
     return lines
@@ -251,11 +252,6 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return "[" + ", ".join(_printable(str(item)) for item in value) + "]"
-    return _printable(str(value))
-
-
-def _printable(text: str) -> str:
-    """``text`` with control and invisible characters escaped: a file's text cannot move the
-    cursor, recolour the terminal or reorder the line."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+        return "[" + ", ".join(escaped(item) for item in value) + "]"
+    # A file's text cannot move the cursor, recolour the terminal or reorder the line.
+    return escaped(value)

@@ -14,6 +14,7 @@ import click
 from sqlalchemy.orm import Session
 
 from bot.cli.base import Context, UserError, note, pass_context
+from bot.escapes import unguarded
 from playbook.models import STATUSES
 from playbook.transfer.export import write_bullets
 from playbook.transfer.imports import import_file
@@ -123,7 +124,9 @@ def export(ctx: Context, fmt: str, output: Path | None, status: str, usage_log: 
 
 
 def _to_stdout(write: Callable[[IO[str]], int]) -> None:
-    out = sys.stdout
+    # The export is data that import reads back byte for byte: it skips the terminal guard
+    # (its JSON escapes control characters; its text is the lessons' own, cleaned at the door).
+    out = unguarded(sys.stdout)
     try:
         write(out)
         out.flush()

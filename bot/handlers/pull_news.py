@@ -14,6 +14,7 @@ from bot.handlers import lesson_refusals
 from bot.handlers.context import Ignored, effect
 from playbook import db
 from playbook.experiment import outcomes as experiment_outcomes
+from playbook.lessons.capture import lessons_in
 from playbook.outcomes import evidence, pull_outcome, reverts
 from playbook.outcomes.pull_outcome import Access, Closer, Need, PullFacts, Step
 from playbook.outcomes.tracking import PullRequestState
@@ -34,6 +35,34 @@ def closer_access(services: Services, seen: PullRequestState, login: str) -> Acc
     if not checked:
         return Access.UNKNOWN
     return Access.WRITE if allowed else Access.NONE
+
+
+def author_may_write(
+    services: Services, seen: PullRequestState, author: str | None, body: str | None
+) -> bool:
+    """Whether the PR's author may have its Lessons section become active when it merges.
+
+    Yes for a login of PLAYBOOK_AGENT_LOGINS (the operator named it) and for an author GitHub's
+    permission API says can write to the repository. No for anyone else, and when nobody can
+    ask (GitHub not configured, the author unknown): a fork's contributor, or a read-only
+    author of a branch in the repository, writes words no merge reviewed. Asked only when
+    the body has lessons to capture. What the payload says of the author (its
+    ``author_association``, its head repository) is never taken for an answer.
+    """
+    if not lessons_in(body):
+        return True  # nothing to capture: no question worth an API call
+    if not author:
+        return False
+    if author.lower() in {agent.lower() for agent in services.settings.agents}:
+        return True
+    ref = TicketRef.github(seen.repo, seen.number, seen.installation_id)
+    checked, allowed = effect(
+        services,
+        ref,
+        "check_author_permission",
+        lambda: services.out.can_change_playbook(ref, author),
+    )
+    return bool(checked and allowed)
 
 
 def ticket_flagged(services: Services, tickets: list[str], installation_id: int | None) -> bool:
@@ -62,6 +91,7 @@ def apply_pull_request(
     written_at: datetime | None = None,
     comments: Sequence[tuple[str | None, datetime | None]] = (),
     merger: Callable[[], Closer] | None = None,
+    author: str | None = None,
 ) -> None:
     """What any news about a PR means: links, captured lessons, cites, and its outcome.
 
@@ -72,9 +102,12 @@ def apply_pull_request(
     and ``pull_outcome.apply`` applies it once per closing. Raises Ignored when the
     closing does not count. ``merger`` says who merged the PR when ``closer`` is not
     given (backfill: the pulls list does not), asked only for a revert's merge.
+    ``author`` opened the PR and wrote its body: unless they may write to the repository
+    (``author_may_write``), its lessons stay proposed until a maintainer approves them.
     """
     # The repository's settings file may name its lessons scope and its demotion policy.
     own = repo_settings.effective(services, seen.repo, seen.installation_id)
+    may_write = author_may_write(services, seen, author, body)
     with db.transaction(services.engine) as session:
         recorded = evidence.record(
             session,
@@ -84,6 +117,8 @@ def apply_pull_request(
             comments=comments,
             scope=own.scope,
             credit_replacement=services.settings.superseded_cites_count_for_replacement,
+            author=author,
+            author_may_write=may_write,
         )
         # Before the refresh: a revert is no attempt at the ticket its title quotes.
         reverted = reverts.note(session, seen, body, news=recorded.news)

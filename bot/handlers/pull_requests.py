@@ -69,7 +69,14 @@ def pull_request_changed(event: Event, services: Services) -> None:
         is_bot=bool(by and by.type == "Bot"),
         opener=pr.user.login if pr.user else None,
     )
-    apply_pull_request(services, seen, pr.body, [label.name for label in pr.labels], closer)
+    apply_pull_request(
+        services,
+        seen,
+        pr.body,
+        [label.name for label in pr.labels],
+        closer,
+        author=author.login if author else None,
+    )
     if event.action == "synchronize":
         cite_commits(services, seen)
 

@@ -14,7 +14,7 @@ from playbook import clock
 from playbook.lessons import lifecycle, secrets
 from playbook.lessons.capture import lessons_in
 from playbook.models import Bullet
-from playbook.outcomes import tracking, usage
+from playbook.outcomes import tracking, unreviewed, usage
 from playbook.outcomes.links import bullet_ids, pull_request_links
 from playbook.outcomes.tracking import PullRequestState
 
@@ -108,13 +108,21 @@ def capture(
     repo: str,
     url: str | None,
     skipped: list[Skipped] | None = None,
+    *,
+    author: str | None = None,
+    author_may_write: bool = True,
 ) -> list[str]:
     """Add the lessons of the body's Lessons section as proposed bullets; returns new ids.
 
     A lesson already captured from this PR (in any status) is not captured again, so
     an "opened" delivered after "closed" cannot bring back a demoted lesson. An item that
     holds a credential is left out, the others captured, and noted in ``skipped``.
+    Unless ``author_may_write``, the lessons are marked as the words of an ``author``
+    without write access: no outcome approves them (``unreviewed``), a maintainer does.
     """
+    reason = f"Lessons section of {url or ticket}"
+    if not author_may_write:
+        reason = unreviewed.capture_reason(reason, author)
     added = []
     earlier = (
         list(session.scalars(select(Bullet.text).where(Bullet.source_url == url))) if url else []
@@ -132,7 +140,7 @@ def capture(
                 status="proposed",
                 source="pr_body",
                 source_url=url,
-                reason=f"Lessons section of {url or ticket}",
+                reason=reason,
             )
         except secrets.HoldsCredential as refused:  # refused before anything was written
             if skipped is not None:
@@ -167,6 +175,8 @@ def record(
     comments: Sequence[tuple[str | None, datetime | None]] = (),
     scope: str | None = None,
     credit_replacement: bool = False,
+    author: str | None = None,
+    author_may_write: bool = True,
 ) -> Recorded:
     """Store what any news about a PR says: its state, linked tickets, lessons and cites.
 
@@ -174,7 +184,8 @@ def record(
     to. ``written_at`` is when the body was written and ``comments`` the PR's comments with
     their times (backfill), so each cite is recorded when it was made. ``scope`` is the
     repository's lessons scope when its settings file names one (default: the repository).
-    ``credit_replacement``: see `cite`.
+    ``credit_replacement``: see `cite`. ``author`` wrote the body; unless
+    ``author_may_write`` its lessons wait for a maintainer (see `capture`).
     """
     links = pull_request_links(seen.title, seen.head_ref, body, seen.repo)
     kinds = [(key, "jira") for key in links.jira_keys] + [(key, "closes") for key in links.closes]
@@ -182,7 +193,16 @@ def record(
     tickets = tracking.link(session, seen.key, kinds)
     primary = next((t for t in links.tickets if t in tickets), tickets[0] if tickets else None)
     skipped: list[Skipped] = []
-    added = capture(session, body, primary or seen.key, scope or seen.repo, seen.url, skipped)
+    added = capture(
+        session,
+        body,
+        primary or seen.key,
+        scope or seen.repo,
+        seen.url,
+        skipped,
+        author=author,
+        author_may_write=author_may_write,
+    )
     credit = {"credit_replacement": credit_replacement}
     cited = cite(
         session, seen.key, primary, f"{seen.title}\n{body or ''}", "pr", written_at, **credit

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from playbook.lessons import lifecycle
 from playbook.models import PullRequest
-from playbook.outcomes import tracking, usage
+from playbook.outcomes import tracking, unreviewed, usage
 from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.outcomes.evidence import ACTOR
 from playbook.outcomes.tracking import PullRequestState
@@ -193,6 +193,8 @@ class LessonFacts:
     own_pull: tuple[str, str] | None = None  # (key, state) of another PR it was captured from
     alive: tuple[str, ...] = ()  # other PRs for the ticket that are open or merged
     from_review: bool = False  # proposed from review feedback: only a maintainer decides
+    # Captured from an author without write access, and no person approved it since.
+    awaits_maintainer: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ def judge(lesson: LessonFacts, merged: bool, demote: bool) -> LessonVerdict:
     unless another PR for the ticket is open or merged (and not reverted), an active or
     proposed lesson is soft-deprecated.
     A person's later change wins, and a lesson captured from another PR's Lessons section
-    follows that PR, not this one.
+    follows that PR, not this one. No outcome activates a lesson that awaits a maintainer.
     """
     if lesson.changed_by_hand:
         return LessonVerdict(lesson.bullet_id, Move.KEEP, "changed by hand after this outcome")
@@ -223,12 +225,15 @@ def judge(lesson: LessonFacts, merged: bool, demote: bool) -> LessonVerdict:
         key, state = lesson.own_pull
         return LessonVerdict(lesson.bullet_id, Move.KEEP, f"its own PR {key} is {state}")
     if merged:
+        reason = lesson.demoted_reason or ""
+        restorable = lesson.status == "deprecated" and (
+            reason == DEMOTED_UNMERGED or reason.startswith(DEMOTED_REVERTED)
+        )
+        if (lesson.status == "proposed" or restorable) and lesson.awaits_maintainer:
+            return LessonVerdict(lesson.bullet_id, Move.KEEP, unreviewed.WAITS)
         if lesson.status == "proposed":
             return LessonVerdict(lesson.bullet_id, Move.APPROVE)
-        reason = lesson.demoted_reason or ""
-        if lesson.status == "deprecated" and (
-            reason == DEMOTED_UNMERGED or reason.startswith(DEMOTED_REVERTED)
-        ):
+        if restorable:
             return LessonVerdict(lesson.bullet_id, Move.RESTORE)
         return LessonVerdict(lesson.bullet_id, Move.NONE)
     if lesson.alive:
@@ -289,6 +294,9 @@ def settle(
                 own_pull=(source.key, _state(source)) if source is not None else None,
                 alive=alive,
                 from_review=(bullet.source or "").startswith(REVIEW_SOURCE),
+                awaits_maintainer=merged
+                and bullet.status != "active"
+                and unreviewed.awaits_maintainer(session, bullet.id, bot),
             )
             verdict = judge(lesson, merged, demote)
             if verdict.move is Move.KEEP and verdict.why is not None:

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from playbook.experiment import outcomes as experiment_outcomes
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, PullRequest
-from playbook.outcomes import revert_signals, tracking, usage
+from playbook.outcomes import revert_signals, tracking, unreviewed, usage
 from playbook.outcomes.evidence import ACTOR
 from playbook.outcomes.pull_outcome import DEMOTED_REVERTED, LessonVerdict, Move
 from playbook.outcomes.tracking import PullRequestState
@@ -134,6 +134,8 @@ class RevertedLesson:
     changed_by_hand: bool = False  # a person changed its status after the revert's evidence
     captured_here: bool = False  # from the reverted PR's own Lessons section
     alive: tuple[str, ...] = ()  # other PRs for its ticket that are open or merged in force
+    # Captured from an author without write access, and no person approved it since.
+    awaits_maintainer: bool = False
 
 
 def judge_reverted(lesson: RevertedLesson) -> LessonVerdict:
@@ -158,6 +160,9 @@ def judge_unreverted(lesson: RevertedLesson, revert_key: str) -> LessonVerdict:
         return LessonVerdict(lesson.bullet_id, Move.NONE)
     if lesson.changed_by_hand:
         return LessonVerdict(lesson.bullet_id, Move.KEEP, "changed by hand after the revert")
+    if lesson.awaits_maintainer:
+        # Restoring makes it active: never for words no maintainer approved.
+        return LessonVerdict(lesson.bullet_id, Move.KEEP, unreviewed.WAITS)
     return LessonVerdict(lesson.bullet_id, Move.RESTORE)
 
 
@@ -194,6 +199,8 @@ def _lessons(
             changed_by_hand=by_hand,
             captured_here=captured and bullet.source_url == pull.url,
             alive=alive,
+            awaits_maintainer=bullet.status == "deprecated"
+            and unreviewed.awaits_maintainer(session, bullet.id, bot),
         )
 
     if pull.url is not None:
