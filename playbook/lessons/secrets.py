@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from playbook.lessons import characters
 from playbook.lessons.fields import FieldProblem
 
 # The longest lesson any setting allows (PLAYBOOK_MAX_LESSON_CHARS is at most 100,000): rows
@@ -236,9 +237,14 @@ def find(text: str | None) -> list[Finding]:
     """The credentials in ``text``, in reading order; empty when there are none."""
     if not text:
         return []
+    return _findings(text[:SCAN_CHARS])
+
+
+def _findings(text: str) -> list[Finding]:
+    """The credentials in all of ``text`` (long lines are read in windows: linear work)."""
     windows = [
         (number, offset, window)
-        for number, line in enumerate(text[:SCAN_CHARS].splitlines(), start=1)
+        for number, line in enumerate(text.splitlines(), start=1)
         for offset, window in _windows(line)
     ]
     library = _library_findings([window for _, _, window in windows])
@@ -313,6 +319,8 @@ def _spans(line: str, library: list[Any]) -> Iterator[tuple[str, str, int, int]]
         return
     for match in _ASSIGNMENT.finditer(line):
         name, value = match.group("name"), match.group("value").rstrip(_TRAILING)
+        if line.startswith(REMOVED, match.start("value")):
+            continue  # `token = [credential removed]`: masked already, so masking twice = once
         # `host:8080`, `Test.password:153`: YAML puts a space after the colon, JSON quotes.
         bare_colon = match.group("colon") and not "".join(match.group("closing", "space", "quote"))
         if not bare_colon and _secret_name(name) and _looks_random(value):
@@ -461,21 +469,113 @@ class HoldsCredential(FieldProblem):
         self.findings = findings
 
 
-# What a credential becomes in text sent to the model endpoint (often another company's server).
+# What a credential becomes in text that leaves the process: prompts and embeddings sent to the
+# model endpoint (often another company's server), reports, panels and log lines.
 REMOVED = "[credential removed]"
+# Read beyond the cut of `masked(text, max_chars)`, so that a credential across the cut is
+# whole in what is scanned (`_OVERLAP` as for long lines), and what is read to find the
+# visible text at all: invisible characters may pad a text far beyond what is shown of it.
+_MASK_MARGIN = _OVERLAP
+_MASK_READ = 1_000_000
+# A private key's block is at most this many lines (RSA 16384: about 170), END line included.
+_KEY_LINES = 400
 
 
-def without_credentials(text: str) -> str:
-    """``text`` with each credential the scanner finds in it replaced by `REMOVED`."""
-    found = find(text)
-    if not found:
-        return text
+@dataclass(frozen=True)
+class Masked:
+    """A text as shown outside the process: visible, each credential in it masked."""
+
+    text: str
+    findings: list[Finding]  # what was masked, at places in the visible text
+
+
+def mask(text: str | None, max_chars: int | None = None) -> Masked:
+    """The one masking rule for whatever leaves the process; see `masked`."""
+    if not text:
+        return Masked("", [])
+    read = _MASK_READ if max_chars is None else min(_MASK_READ, 4 * (max_chars + _MASK_MARGIN))
+    # A zero-width space, soft hyphen or word joiner splits a token for a scanner but not for
+    # a reader (nor a model or a terminal): credentials are looked for in the visible text.
+    shown = characters.visible(text[:read])
+    if len(text) > read:
+        shown = _without_cut_word(shown)  # the part of a token cut off may be no token to scan
+    if max_chars is not None:
+        # A credential across ``max_chars`` is whole in the margin, and masked before the cut.
+        shown = shown[: max_chars + _MASK_MARGIN]
+    found: list[Finding] = []
+    # A second look finds nothing the first did not (REMOVED is no credential, and an
+    # assignment of it is skipped); the loop only bounds what a surprise could cost.
+    for _ in range(3):
+        more = _findings(shown)
+        if not more:
+            break
+        found += more
+        shown = _replaced(shown, more)
+    if max_chars is not None:
+        shown = shown[:max_chars]
+    return Masked(shown, found)
+
+
+def masked(text: str | None, max_chars: int | None = None) -> str:
+    """``text`` as it may leave the process: its visible text, each credential in it replaced
+    by `REMOVED`, cut to ``max_chars`` (after masking, so no cut leaves part of a token).
+
+    Every exit calls this: model prompts and embedding inputs, reports the CLI prints, the
+    gaps panel and API, log lines. Credentials are found by the lesson doors' scanner (`find`)
+    in the visible text (`characters.visible`), so a token split by an invisible character is
+    masked whole; masking twice gives what masking once gave.
+    """
+    return mask(text, max_chars).text
+
+
+def _replaced(text: str, found: list[Finding]) -> str:
+    """``text`` with each finding's span replaced by `REMOVED`; a private key's whole block."""
     lines = text.splitlines(keepends=True)  # split where the scanner splits
     # From the end of each line backwards, so earlier findings' positions still hold.
     for finding in reversed(found):
-        line = lines[finding.line - 1]
-        lines[finding.line - 1] = line[: finding.start - 1] + REMOVED + line[finding.end :]
+        index = finding.line - 1
+        line = lines[index]
+        if finding.kind != "private_key":
+            lines[index] = line[: finding.start - 1] + REMOVED + line[finding.end :]
+            continue
+        # The scanner finds a key's first line; its body is the secret.
+        closing = line.find("-----END", finding.end)
+        if closing != -1:
+            after = line.find("-----", closing + len("-----END"))
+            end = len(line) if after == -1 else after + len("-----")
+            lines[index] = line[: finding.start - 1] + REMOVED + line[end:]
+            continue
+        body = line[finding.start - 1 :]
+        lines[index] = line[: finding.start - 1] + REMOVED + body[len(body.rstrip("\r\n")) :]
+        del lines[index + 1 : _block_end(lines, index + 1)]
     return "".join(lines)
+
+
+def _block_end(lines: list[str], start: int) -> int:
+    """Where a private key's body that starts at line ``start`` ends: after its END line, or
+    (without one, as in PuTTY's files or a cut paste) after the lines up to a blank one."""
+    stop = min(len(lines), start + _KEY_LINES)
+    for index in range(start, stop):
+        if "-----END" in lines[index]:
+            return index + 1
+    for index in range(start, stop):
+        if not lines[index].strip():
+            return index
+    return stop
+
+
+def _without_cut_word(text: str) -> str:
+    """``text`` without its last word, which a cut may have left partial: at most its last
+    `_OVERLAP` characters, where the start of a credential cut off can be."""
+    end, stop = len(text), max(0, len(text) - _OVERLAP)
+    while end > stop and not text[end - 1].isspace():
+        end -= 1
+    return text[:end]
+
+
+def without_credentials(text: str) -> str:
+    """``text`` as `masked` gives it (the name callers of earlier versions use)."""
+    return masked(text)
 
 
 def refuse(field: str, value: str | None) -> None:
