@@ -479,6 +479,11 @@ _MASK_MARGIN = _OVERLAP
 _MASK_READ = 1_000_000
 # A private key's block is at most this many lines (RSA 16384: about 170), END line included.
 _KEY_LINES = 400
+# A line of a key's body: base64, or a header (`DEK-Info: ...`, PuTTY's `Private-Lines: 14`),
+# maybe quoted in a diff (`+`) or indented. No two parts can match the same characters: linear.
+_KEY_BODY_LINE = re.compile(
+    r"[+ -]?[ \t]{0,16}(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]{1,40}: [^\n]*)[ \t]*"
+)
 
 
 @dataclass(frozen=True)
@@ -553,15 +558,13 @@ def _replaced(text: str, found: list[Finding]) -> str:
 
 def _block_end(lines: list[str], start: int) -> int:
     """Where a private key's body that starts at line ``start`` ends: after its END line, or
-    (without one, as in PuTTY's files or a cut paste) after the lines up to a blank one."""
-    stop = min(len(lines), start + _KEY_LINES)
-    for index in range(start, stop):
+    before the first line that is no part of a key (a key cut short, or PuTTY's files)."""
+    for index in range(start, min(len(lines), start + _KEY_LINES)):
         if "-----END" in lines[index]:
             return index + 1
-    for index in range(start, stop):
-        if not lines[index].strip():
+        if not _KEY_BODY_LINE.fullmatch(lines[index].rstrip("\r\n")):
             return index
-    return stop
+    return min(len(lines), start + _KEY_LINES)
 
 
 def _without_cut_word(text: str) -> str:
