@@ -37,6 +37,9 @@ _REDACTED = "***"
 # Set while this thread masks a text: a record the scanner logs meanwhile is not masked again
 # (its lock is held, and waiting for it would never end).
 _masking = threading.local()
+# What is read of one message or traceback to mask it, and kept: the scanner's work grows with
+# the text, and no line worth reading is longer.
+MAX_MASKED_CHARS = 100_000
 
 
 def add_secrets(values: Iterable[str | None]) -> None:
@@ -72,9 +75,11 @@ def masked(text: str) -> str:
         return text
     _masking.on = True
     try:
-        found = credentials.mask(text)
+        found = credentials.mask(text, MAX_MASKED_CHARS)
     finally:
         _masking.on = False
+    if len(text) > MAX_MASKED_CHARS:
+        return f"{found.text} [{len(text) - MAX_MASKED_CHARS:,} more characters not shown]"
     return found.text if found.findings else text
 
 
