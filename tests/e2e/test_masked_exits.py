@@ -327,3 +327,70 @@ def test_log_lines_hold_no_split_credential(
     assert_masked(readable, sample, char)
     # Twice: the message and the traceback (a URL's password is the older rule's to mask).
     assert readable.count(secrets.REMOVED) + readable.count("://***@") == 2
+
+
+# -- bounded work, and what masking keeps ----------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "ghp_" * 50_000,  # one token's start everywhere: each found token ran to the end
+        "ghp_xxxx" * 25_000,  # ... in a masked-looking run, which was never a finding
+        "AKIA" * 50_000,
+        "eyJ" * 66_000,
+        "token abcdefghijklmnop1234 " * 7_400,  # a finding every 27 characters on one line
+        "password=" * 22_000,
+        ("ghp_" + "a1" * 18 + "\n") * 5_000,
+        "ghp_\u200b" * 40_000,  # invisible characters joining the run back
+        "-----BEGIN RSA PRIVATE KEY-----\n" * 6_000,
+    ],
+    ids=lambda shape: f"{shape[:12]!r}x{len(shape)}",
+)
+def test_masking_the_worst_shapes_ends(shape: str) -> None:
+    """Each took seconds to minutes when the end of every token found was looked for from its
+    start (quadratic); the guard only fails on a hang, benches measure speed."""
+    from bot.logs import redact
+    from tests.support import hang_guard
+
+    with hang_guard(60, "masking a hostile text"):
+        shown = secrets.masked(shape)
+        assert secrets.masked(shown) == shown
+        redact(shape)
+
+
+def test_a_private_key_is_masked_to_its_end_and_the_text_after_it_stays() -> None:
+    key = SAMPLES[4]
+    body = key.text.splitlines()[2]
+    assert secrets.masked(f"before\n{key.text}\nafter") == (
+        f"before\nDeploy with this key\n{secrets.REMOVED}\nafter"
+    )
+    one_line = key.text.replace("\n", " ")
+    assert secrets.masked(f"{one_line} then") == f"Deploy with this key {secrets.REMOVED} then"
+    quoted = "".join(f"+{line}\n" for line in key.text.splitlines()) + "+lock_order_row(order)\n"
+    assert (
+        secrets.masked(quoted)
+        == f"+Deploy with this key\n+{secrets.REMOVED}\n+lock_order_row(order)\n"
+    )
+    # Without its END line (a paste cut short): the lines that can be a key's, no further.
+    cut = f"{key.value}\n{body}\nDEK-Info: AES-128-CBC,00FF\nlock_order_row(order)\n"
+    assert secrets.masked(cut) == f"{secrets.REMOVED}\nlock_order_row(order)\n"
+
+
+def test_a_long_log_message_is_masked_and_cut(capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.logs import MAX_MASKED_CHARS
+
+    sample, char = SAMPLES[1], INVISIBLE["word-joiner"]
+    text = "filler " * (MAX_MASKED_CHARS // 7) + written(sample, char) + " end"
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    configure_logging("INFO", "text")
+    try:
+        logging.getLogger("bot.test").warning("%s / %s", written(sample, char), text)
+    finally:
+        root.handlers[:], root.level = handlers, level
+    logged = capsys.readouterr().err
+    assert_masked(logged, sample, char)
+    assert "more characters not shown]" in logged
+    assert len(logged) < MAX_MASKED_CHARS + 200
