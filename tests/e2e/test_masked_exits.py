@@ -394,3 +394,16 @@ def test_a_long_log_message_is_masked_and_cut(capsys: pytest.CaptureFixture[str]
     assert_masked(logged, sample, char)
     assert "more characters not shown]" in logged
     assert len(logged) < MAX_MASKED_CHARS + 200
+
+
+@pytest.mark.parametrize(("sample", "char"), CASES[::5])
+def test_the_pages_visible_filter_masks_what_it_rejoins(
+    app: Any, sample: Sample, char: str
+) -> None:
+    """Every outside text a /ui page shows (reasons, settings problems, drafts, gap titles)
+    goes through the `visible` filter: dropping invisible characters must not rejoin a token."""
+    shown = app.jinja_env.from_string("<p>{{ text | visible }}</p>").render(
+        text=written(sample, char)
+    )
+    assert_masked(shown, sample, char)
+    assert secrets.REMOVED in shown
