@@ -569,13 +569,20 @@ def _replaced(text: str, found: list[Finding]) -> str:
 
 def _block_end(lines: list[str], start: int) -> int:
     """Where a private key's body that starts at line ``start`` ends: after its END line, or
-    before the first line that is no part of a key (a key cut short, or PuTTY's files)."""
+    before the first line that is no part of a key (a key cut short, or PuTTY's files). A
+    blank line may stand inside (an encrypted PEM key's headers end with one)."""
+    blank: int | None = None  # where the blank lines just read start
     for index in range(start, min(len(lines), start + _KEY_LINES)):
-        if "-----END" in lines[index]:
+        line = lines[index].rstrip("\r\n")
+        if "-----END" in line:
             return index + 1
-        if not _KEY_BODY_LINE.fullmatch(lines[index].rstrip("\r\n")):
-            return index
-    return min(len(lines), start + _KEY_LINES)
+        if not line.strip():
+            blank = index if blank is None else blank
+        elif _KEY_BODY_LINE.fullmatch(line):
+            blank = None
+        else:
+            return index if blank is None else blank
+    return min(len(lines), start + _KEY_LINES) if blank is None else blank
 
 
 def _without_cut_word(text: str) -> str:

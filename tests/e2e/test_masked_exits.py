@@ -376,6 +376,12 @@ def test_a_private_key_is_masked_to_its_end_and_the_text_after_it_stays() -> Non
     # Without its END line (a paste cut short): the lines that can be a key's, no further.
     cut = f"{key.value}\n{body}\nDEK-Info: AES-128-CBC,00FF\nlock_order_row(order)\n"
     assert secrets.masked(cut) == f"{secrets.REMOVED}\nlock_order_row(order)\n"
+    # An encrypted PEM key: its headers end with a blank line, and its body follows.
+    encrypted = (
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00FF\n\n"
+        f"{body}\n-----END RSA PRIVATE KEY-----\n\nThen run make."
+    )
+    assert secrets.masked(encrypted) == f"{secrets.REMOVED}\n\nThen run make."
 
 
 def test_a_long_log_message_is_masked_and_cut(capsys: pytest.CaptureFixture[str]) -> None:
