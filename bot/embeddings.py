@@ -24,8 +24,7 @@ from bot import metrics, model_client
 from bot.model_client import Answer, ModelError, Usage
 from playbook import db
 from playbook.deliveries import inbox
-from playbook.lessons import lifecycle
-from playbook.ratings.prompt import without_credentials
+from playbook.lessons import lifecycle, secrets
 from playbook.search import rerank, retrieval, vectors
 
 if TYPE_CHECKING:
@@ -79,9 +78,10 @@ def embed(client: OpenAI, model: str, texts: Sequence[str]) -> Embedded:
     try:
         # "float": the client would ask for base64 and decode it itself, which some
         # compatible servers do not speak; floats every one of them does.
-        response: Any = client.embeddings.create(
-            model=model, input=list(texts), encoding_format="float"
-        )
+        # Every text embedded leaves the process: masked as every exit masks (a lesson's
+        # text holds no credential, a ticket's may), and never empty (servers refuse "").
+        sent = [secrets.masked(text) or " " for text in texts]
+        response: Any = client.embeddings.create(model=model, input=sent, encoding_format="float")
     except OpenAIError as error:
         # The chat client's reading of the failure: the same reasons, the key never shown.
         typed = model_client._model_error(error, client)
@@ -151,7 +151,7 @@ def query_embedder(settings: Settings) -> Callable[[str], rerank.QueryEmbedding]
         try:
             # A ticket may hold a pasted token: it goes no further than it already has (the
             # endpoint is often another company's service), as the rating prompts do.
-            sent = without_credentials(text[:MAX_QUERY_CHARS]) or " "
+            sent = secrets.masked(text, MAX_QUERY_CHARS) or " "
             got = embed(client(), model, [sent])
         except ModelError as error:
             metrics.model_call(PURPOSE, error)

@@ -14,6 +14,7 @@ from typing import Any
 from pythonjsonlogger.json import JsonFormatter
 
 from bot.escapes import escaped, terminal, traceback_text
+from playbook.lessons import secrets as credentials
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(delivery)s] %(message)s"
 
@@ -35,6 +36,12 @@ _URL_CREDENTIALS = re.compile(r"([a-z][a-z0-9+.-]{0,30}://)[^/\s:@]{1,256}(?::[^
 _PG_SERVER = re.compile(r'(server at |host )"[^"]{0,256}"(?:, port \d{1,5})?')
 _PG_ROLE = re.compile(r'((?:for )?(?:user|role) )"[^"]{0,256}"')
 _REDACTED = "***"
+# Set while this thread masks a text: a record the scanner logs meanwhile is not masked again
+# (its lock is held, and waiting for it would never end).
+_masking = threading.local()
+# What is read of one message or traceback to mask it, and kept: the scanner's work grows with
+# the text, and no line worth reading is longer.
+MAX_MASKED_CHARS = 100_000
 
 
 def add_secrets(values: Iterable[str | None]) -> None:
@@ -44,6 +51,13 @@ def add_secrets(values: Iterable[str | None]) -> None:
 
 
 def redact(text: str) -> str:
+    """``text`` without the known secrets, credentials, auth headers or database hosts."""
+    # Known secrets first: masking a URL's password first would leave the rest of a known
+    # secret that holds it (the model's base URL with a token in its query) unmatched.
+    return masked(_scrubbed(text))
+
+
+def _scrubbed(text: str) -> str:
     """``text`` without the known secrets, credentials in URLs, auth headers or database hosts."""
     with _secrets_lock:
         secrets = sorted(_secrets, key=len, reverse=True)
@@ -56,6 +70,21 @@ def redact(text: str) -> str:
     return _PG_ROLE.sub(lambda m: f'{m.group(1)}"{_REDACTED}"', text)
 
 
+def masked(text: str) -> str:
+    """``text`` as written when it holds no credential, else as every exit shows it: visible,
+    each credential masked (`playbook.lessons.secrets.masked`, one rule for every exit)."""
+    if getattr(_masking, "on", False):
+        return text
+    _masking.on = True
+    try:
+        found = credentials.mask(text, MAX_MASKED_CHARS)
+    finally:
+        _masking.on = False
+    if len(text) > MAX_MASKED_CHARS:
+        return f"{found.text} [{len(text) - MAX_MASKED_CHARS:,} more characters not shown]"
+    return found.text if found.findings else text
+
+
 class RedactingFormatter(logging.Formatter):
     """Formats with another formatter, then scrubs secrets from the whole line (tracebacks too)."""
 
@@ -64,8 +93,22 @@ class RedactingFormatter(logging.Formatter):
         self.inner = inner
 
     def format(self, record: logging.LogRecord) -> str:
-        """The inner formatter's text, redacted."""
-        return redact(self.inner.format(record))
+        """The inner formatter's text, redacted: the message and traceback masked first (the
+        rest of the line is the process's own)."""
+        return _scrubbed(self.inner.format(self._masked(record)))
+
+    def _masked(self, record: logging.LogRecord) -> logging.LogRecord:
+        """``record``, or a copy with its message and traceback redacted: before the inner
+        formatter writes them, since JSON would write an invisible character escaped
+        (``\\u200b``), which no scan of the line could then read through."""
+        message = record.getMessage()
+        trace = self.inner.formatException(record.exc_info) if record.exc_info else record.exc_text
+        shown, shown_trace = redact(message), redact(trace) if trace else trace
+        if shown == message and shown_trace == trace:
+            return record
+        copy = logging.makeLogRecord(record.__dict__)
+        copy.msg, copy.args, copy.exc_info, copy.exc_text = shown, None, None, shown_trace
+        return copy
 
 
 class OneLineFormatter(logging.Formatter):
@@ -79,8 +122,11 @@ class OneLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The record as the text format has it, with outside text escaped."""
         cached = record.exc_text
-        # Another handler (a test's capture, say) may have cached the traceback unescaped.
-        record.exc_text = None
+        # Another handler (a test's capture, say) may have cached the traceback unescaped; a
+        # record without exc_info carries a traceback already written by this formatter (the
+        # redacting copy), which must be kept.
+        if record.exc_info:
+            record.exc_text = None
         try:
             return super().format(record)
         finally:

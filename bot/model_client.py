@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
 import pydantic
 
 from bot.logs import add_secrets, redact
+from playbook.lessons import secrets
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -274,7 +275,12 @@ def _where(client: OpenAI) -> str:
 def _with_instruction(
     messages: list[dict[str, str]], schema: type[pydantic.BaseModel]
 ) -> list[dict[str, str]]:
-    """``messages`` with the schema sentence in the (first) system message."""
+    """``messages`` with the schema sentence in the (first) system message, each masked.
+
+    Every question to the model passes here: whatever a prompt builder quoted, no credential
+    leaves in it, however it is written (`secrets.masked`, the rule of every other exit).
+    """
+    messages = [{**message, "content": secrets.masked(message["content"])} for message in messages]
     instruction = schema_instruction(schema)
     if messages and messages[0].get("role") == "system":
         first = {**messages[0], "content": f"{messages[0]['content']}\n\n{instruction}"}

@@ -335,9 +335,10 @@ def _shown(text: str) -> str:
 
 
 def _refused_text(entry: imports.Entry) -> str:
-    """A refused item's text as shown, unless it holds a credential: that is never repeated."""
-    found = secrets.find(entry.item.text)
-    return f"(not shown: it holds {found[0].label})" if found else entry.item.text
+    """A refused item's text as shown, unless it holds a credential: that is never repeated,
+    however it is written (looked for in the visible text, `secrets.mask`, as at every exit)."""
+    found = secrets.mask(entry.item.text)
+    return f"(not shown: it holds {found.findings[0].label})" if found.findings else found.text
 
 
 def _summary(planned: imports.Plan, loaded: Sequence[_Loaded], *, dry_run: bool) -> str:

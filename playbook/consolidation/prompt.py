@@ -56,15 +56,15 @@ def _quoted(text: str) -> str:
     return _MARKER.sub(lambda found: f"({found.group(1)}lessons)", text)
 
 
-def masked(text: str) -> str:
-    """``text`` with every credential the scanner finds replaced by `MASK`."""
-    return secrets.without_credentials(text)
+def masked(text: str, max_chars: int | None = None) -> str:
+    """``text`` with every credential the scanner finds replaced by `MASK` (`secrets.masked`)."""
+    return secrets.masked(text, max_chars)
 
 
 def messages(members: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
     """The chat messages asking to merge ``members`` ((id, text) pairs) into one lesson."""
     listed = "\n\n".join(
-        f"[{lesson_id}]\n{masked(text[:MEMBER_CHARS]).strip()}" for lesson_id, text in members
+        f"[{lesson_id}]\n{masked(text, MEMBER_CHARS).strip()}" for lesson_id, text in members
     )
     ids = ", ".join(f'"{lesson_id}"' for lesson_id, _ in members)
     user = (

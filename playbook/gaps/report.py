@@ -21,9 +21,10 @@ from sqlalchemy.orm import Session
 from playbook.errors import InvalidInput
 from playbook.experiment.assignment import canonical
 from playbook.gaps import grouping
-from playbook.lessons import characters
+from playbook.lessons import secrets
 from playbook.models import ExperimentExposure, Retrieval
 from playbook.scopes import View
+from playbook.search.text import tokenize
 
 DAYS = 7
 MINIMUM = 3
@@ -131,15 +132,17 @@ def find(
             GapTicket(
                 key=open_tickets[p][0].key,
                 # The reporter's text: no control or direction character reaches a terminal
-                # or a page from here, whichever door shows it.
-                title=characters.visible(open_tickets[p][0].title),
+                # or a page from here, whichever door shows it, and no credential (masked
+                # in the visible text, so a token split by an invisible character too).
+                title=secrets.masked(open_tickets[p][0].title),
                 first_seen=open_tickets[p][1],
             )
             for p in positions
         ]
+        shown = _shown_words(words, [open_tickets[p][0] for p in positions])
         first, last = members[0].first_seen, members[-1].first_seen
         weeks = max((last - first) / timedelta(weeks=1), 1.0)
-        gaps.append(Gap(members, words, first, last, per_week=round(len(members) / weeks, 2)))
+        gaps.append(Gap(members, shown, first, last, per_week=round(len(members) / weeks, 2)))
     gaps.sort(key=lambda gap: (-gap.size, -gap.last_seen.timestamp(), gap.tickets[0].key))
     return Report(
         days=days,
@@ -151,6 +154,21 @@ def find(
         capped=capped,
         gaps=gaps,
     )
+
+
+def _shown_words(words: list[str], documents: list[grouping.Document]) -> list[str]:
+    """The telling ``words`` that are words of the group's text as masked (`secrets.masked`):
+    a token pasted in several tickets is a word they share, and no part of it is shown.
+
+    Masked after grouping, and only the gaps' tickets: masking every recent ticket would
+    scan thousands of texts for the few that are shown.
+    """
+    if not words:
+        return words
+    said: set[str] = set()
+    for document in documents:
+        said.update(tokenize(secrets.masked(f"{document.title}\n{document.text}")))
+    return [word for word in words if set(tokenize(word)) <= said]
 
 
 def _recent(session: Session, since: datetime) -> list[tuple[str, datetime, bool]]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import string
 import threading
 import warnings
 from collections import Counter
@@ -26,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from playbook.lessons import characters
 from playbook.lessons.fields import FieldProblem
 
 # The longest lesson any setting allows (PLAYBOOK_MAX_LESSON_CHARS is at most 100,000): rows
@@ -176,7 +176,8 @@ _PLACEHOLDER_WORDS = frozenset(
     }
 )
 _TRAILING = ".)]}>"
-_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+# The rest of a token: one class and no alternation, matched in C at one place (linear).
+_TOKEN_REST = re.compile(r"[A-Za-z0-9_-]*")
 
 
 @dataclass(frozen=True)
@@ -236,9 +237,14 @@ def find(text: str | None) -> list[Finding]:
     """The credentials in ``text``, in reading order; empty when there are none."""
     if not text:
         return []
+    return _findings(text[:SCAN_CHARS])
+
+
+def _findings(text: str) -> list[Finding]:
+    """The credentials in all of ``text`` (long lines are read in windows: linear work)."""
     windows = [
         (number, offset, window)
-        for number, line in enumerate(text[:SCAN_CHARS].splitlines(), start=1)
+        for number, line in enumerate(text.splitlines(), start=1)
         for offset, window in _windows(line)
     ]
     library = _library_findings([window for _, _, window in windows])
@@ -257,9 +263,7 @@ def find(text: str | None) -> list[Finding]:
 def _whole_token(line: str, start: int, end: int) -> int:
     """The end of the token a plugin found part of: GitHub's reports ``ghp`` only, and
     JWT's lazy pattern stops short of the signature."""
-    while end < len(line) and line[end] in _TOKEN_CHARS:
-        end += 1
-    return end
+    return _TOKEN_REST.match(line, end).end()  # type: ignore[union-attr]  # always matches
 
 
 def _windows(line: str) -> Iterator[tuple[int, str]]:
@@ -290,10 +294,14 @@ def _spans(line: str, library: list[Any]) -> Iterator[tuple[str, str, int, int]]
     for secret in library:
         kind, label = _KINDS.get(secret.type, ("credential", "a credential"))
         value = secret.secret_value or ""
+        found_to = -1
         for start in _occurrences(line, value):
             if kind != "url_password":
+                if start < found_to:
+                    continue  # inside the token just found ("ghp_ghp_..."): no new finding
                 end = _whole_token(line, start, start + len(value))
                 if not _masked(line[start:end]):
+                    found_to = end
                     yield kind, label, start, end
             elif _the_password(line, start, value) and not _placeholder(value):
                 yield kind, label, start, start + len(value)
@@ -313,6 +321,8 @@ def _spans(line: str, library: list[Any]) -> Iterator[tuple[str, str, int, int]]
         return
     for match in _ASSIGNMENT.finditer(line):
         name, value = match.group("name"), match.group("value").rstrip(_TRAILING)
+        if line.startswith(REMOVED, match.start("value")):
+            continue  # `token = [credential removed]`: masked already, so masking twice = once
         # `host:8080`, `Test.password:153`: YAML puts a space after the colon, JSON quotes.
         bare_colon = match.group("colon") and not "".join(match.group("closing", "space", "quote"))
         if not bare_colon and _secret_name(name) and _looks_random(value):
@@ -401,7 +411,7 @@ def _only_filler(lowered: str) -> bool:
 
 def _masked(value: str) -> bool:
     """``sk_live_xxxxxxxxxxxxxxxx``, ``ghp_************``: a credential's shape, shown masked."""
-    return sum(ch in "xX*" for ch in value) * 2 >= len(value)
+    return (value.count("x") + value.count("X") + value.count("*")) * 2 >= len(value)
 
 
 def _looks_random(value: str) -> bool:
@@ -461,21 +471,132 @@ class HoldsCredential(FieldProblem):
         self.findings = findings
 
 
-# What a credential becomes in text sent to the model endpoint (often another company's server).
+# What a credential becomes in text that leaves the process: prompts and embeddings sent to the
+# model endpoint (often another company's server), reports, panels and log lines.
 REMOVED = "[credential removed]"
+# Read beyond the cut of `masked(text, max_chars)`, so that a credential across the cut is
+# whole in what is scanned (`_OVERLAP` as for long lines), and what is read to find the
+# visible text at all: invisible characters may pad a text far beyond what is shown of it.
+_MASK_MARGIN = _OVERLAP
+_MASK_READ = 1_000_000
+# A private key's block is at most this many lines (RSA 16384: about 170), END line included.
+_KEY_LINES = 400
+# A line of a key's body: base64, or a header (`DEK-Info: ...`, PuTTY's `Private-Lines: 14`),
+# maybe quoted in a diff (`+`) or indented. No two parts can match the same characters: linear.
+_KEY_BODY_LINE = re.compile(
+    r"[+ -]?[ \t]{0,16}(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]{1,40}: [^\n]*)[ \t]*"
+)
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A text as shown outside the process: visible, each credential in it masked."""
+
+    text: str
+    findings: list[Finding]  # what was masked, at places in the visible text
+
+
+def mask(text: str | None, max_chars: int | None = None) -> Masked:
+    """The one masking rule for whatever leaves the process; see `masked`."""
+    if not text:
+        return Masked("", [])
+    read = _MASK_READ if max_chars is None else min(_MASK_READ, 4 * (max_chars + _MASK_MARGIN))
+    # A zero-width space, soft hyphen or word joiner splits a token for a scanner but not for
+    # a reader (nor a model or a terminal): credentials are looked for in the visible text.
+    shown = characters.visible(text[:read])
+    if len(text) > read:
+        shown = _without_cut_word(shown)  # the part of a token cut off may be no token to scan
+    if max_chars is not None:
+        # A credential across ``max_chars`` is whole in the margin, and masked before the cut.
+        shown = shown[: max_chars + _MASK_MARGIN]
+    found: list[Finding] = []
+    # A second look finds nothing the first did not (REMOVED is no credential, and an
+    # assignment of it is skipped); the loop only bounds what a surprise could cost.
+    for _ in range(3):
+        more = _findings(shown)
+        if not more:
+            break
+        found += more
+        shown = _replaced(shown, more)
+    if max_chars is not None:
+        shown = shown[:max_chars]
+    return Masked(shown, found)
+
+
+def masked(text: str | None, max_chars: int | None = None) -> str:
+    """``text`` as it may leave the process: its visible text, each credential in it replaced
+    by `REMOVED`, cut to ``max_chars`` (after masking, so no cut leaves part of a token).
+
+    Every exit calls this: model prompts and embedding inputs, reports the CLI prints, the
+    gaps panel and API, log lines. Credentials are found by the lesson doors' scanner (`find`)
+    in the visible text (`characters.visible`), so a token split by an invisible character is
+    masked whole; masking twice gives what masking once gave.
+    """
+    return mask(text, max_chars).text
+
+
+def _replaced(text: str, found: list[Finding]) -> str:
+    """``text`` with each finding's span replaced by `REMOVED`; a private key's whole block."""
+    lines = text.splitlines(keepends=True)  # split where the scanner splits
+    by_line: dict[int, list[Finding]] = {}
+    for finding in found:
+        by_line.setdefault(finding.line - 1, []).append(finding)
+    # From the last line up, so that dropping a key's body keeps earlier lines' numbers; each
+    # line rebuilt once from its pieces, however many findings it has (linear in its length).
+    for index in sorted(by_line, reverse=True):
+        line, pieces, at = lines[index], [], 0
+        body = False
+        for finding in by_line[index]:  # in reading order, not overlapping (`find`)
+            if finding.start - 1 < at:
+                continue
+            pieces += [line[at : finding.start - 1], REMOVED]
+            at = finding.end
+            if finding.kind == "private_key":
+                # The scanner finds a key's first line; its body is the secret: up to the END
+                # marker on this line, or, without one, the rest of it and the lines below.
+                closing = line.find("-----END", at)
+                after = -1 if closing == -1 else line.find("-----", closing + len("-----END"))
+                if closing == -1 or after == -1:
+                    at = len(line.rstrip("\r\n"))
+                    body = closing == -1
+                    break
+                at = after + len("-----")
+        lines[index] = "".join(pieces) + line[at:]
+        if body:
+            del lines[index + 1 : _block_end(lines, index + 1)]
+    return "".join(lines)
+
+
+def _block_end(lines: list[str], start: int) -> int:
+    """Where a private key's body that starts at line ``start`` ends: after its END line, or
+    before the first line that is no part of a key (a key cut short, or PuTTY's files). A
+    blank line may stand inside (an encrypted PEM key's headers end with one)."""
+    blank: int | None = None  # where the blank lines just read start
+    for index in range(start, min(len(lines), start + _KEY_LINES)):
+        line = lines[index].rstrip("\r\n")
+        if "-----END" in line:
+            return index + 1
+        if not line.strip():
+            blank = index if blank is None else blank
+        elif _KEY_BODY_LINE.fullmatch(line):
+            blank = None
+        else:
+            return index if blank is None else blank
+    return min(len(lines), start + _KEY_LINES) if blank is None else blank
+
+
+def _without_cut_word(text: str) -> str:
+    """``text`` without its last word, which a cut may have left partial: at most its last
+    `_OVERLAP` characters, where the start of a credential cut off can be."""
+    end, stop = len(text), max(0, len(text) - _OVERLAP)
+    while end > stop and not text[end - 1].isspace():
+        end -= 1
+    return text[:end]
 
 
 def without_credentials(text: str) -> str:
-    """``text`` with each credential the scanner finds in it replaced by `REMOVED`."""
-    found = find(text)
-    if not found:
-        return text
-    lines = text.splitlines(keepends=True)  # split where the scanner splits
-    # From the end of each line backwards, so earlier findings' positions still hold.
-    for finding in reversed(found):
-        line = lines[finding.line - 1]
-        lines[finding.line - 1] = line[: finding.start - 1] + REMOVED + line[finding.end :]
-    return "".join(lines)
+    """``text`` as `masked` gives it (the name callers of earlier versions use)."""
+    return masked(text)
 
 
 def refuse(field: str, value: str | None) -> None:

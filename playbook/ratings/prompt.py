@@ -27,7 +27,7 @@ TITLE_CHARS = 300
 LESSON_CHARS = 600
 # What a rating answer may cost: ~60 tokens per lesson and some slack.
 MAX_ANSWER_TOKENS = 1200
-# What a credential in the PR's text becomes before it is sent (see `without_credentials`).
+# What a credential in the PR's text becomes before it is sent (see `secrets.masked`).
 CREDENTIAL = secrets.REMOVED
 
 SYSTEM = (
@@ -72,23 +72,24 @@ class Work:
     def bounded(
         cls, title: str, body: str | None, commits: Sequence[str], diff: str | None
     ) -> Work:
-        """The PR's parts cut to their bounds (the diff only when one was read), no credentials."""
-        clean = without_credentials
+        """The PR's parts cut to their bounds (the diff only when one was read), no credentials.
+
+        A PR's text goes to the model endpoint, often another company's service: a token
+        pasted in a description or committed in a diff must not travel further than it has,
+        however it is written (`secrets.masked`: masked in the visible text, then cut).
+        """
+        clean = secrets.masked
         return cls(
-            title=clean((title or "")[:TITLE_CHARS]),
-            body=clean((body or "")[:BODY_CHARS]),
-            commits=[clean(message[:COMMIT_CHARS]) for message in list(commits)[:MAX_COMMITS]],
-            diff=clean(diff[:DIFF_CHARS]) if diff else None,
+            title=clean(title, TITLE_CHARS),
+            body=clean(body, BODY_CHARS),
+            commits=[clean(message, COMMIT_CHARS) for message in list(commits)[:MAX_COMMITS]],
+            diff=clean(diff, DIFF_CHARS) if diff else None,
         )
 
 
 def without_credentials(text: str) -> str:
-    """``text`` with each credential in it replaced by `CREDENTIAL`.
-
-    A PR's text goes to the model endpoint, often another company's service: a token pasted
-    in a description or committed in a diff must not travel further than it already has.
-    """
-    return secrets.without_credentials(text)
+    """``text`` with each credential in it replaced by `CREDENTIAL` (see `secrets.masked`)."""
+    return secrets.masked(text)
 
 
 # A marker written inside the data, in any case or spacing, would end it early for the model.
@@ -102,7 +103,9 @@ def _quoted(text: str) -> str:
 
 def messages(lessons: Sequence[tuple[str, str]], work: Work) -> list[dict[str, str]]:
     """The chat messages asking to rate ``lessons`` ((id, text) pairs) against ``work``."""
-    listed = "\n".join(f"- {lesson_id}: {text[:LESSON_CHARS]}" for lesson_id, text in lessons)
+    listed = "\n".join(
+        f"- {lesson_id}: {secrets.masked(text, LESSON_CHARS)}" for lesson_id, text in lessons
+    )
     parts = [f"Title: {work.title}", f"Description:\n{work.body or '(none)'}"]
     if work.commits:
         parts.append("Commit messages:\n" + "\n---\n".join(work.commits))

@@ -69,17 +69,17 @@ def _quoted(text: str) -> str:
     return _MARKER.sub(lambda found: f"({found.group(1)}feedback)", text)
 
 
-def _masked(text: str) -> str:
-    """``text`` with every credential the scanner finds replaced by `MASK`."""
-    return secrets.without_credentials(text)
+def _masked(text: str, max_chars: int | None = None) -> str:
+    """``text`` with every credential the scanner finds replaced by `MASK` (`secrets.masked`)."""
+    return secrets.masked(text, max_chars)
 
 
 def messages(feedback: Sequence[Feedback], pr_title: str) -> list[dict[str, str]]:
     """The chat messages asking for lessons from ``feedback`` (trusted already), bounded."""
-    parts = [f"[title of the pull request]\n{_masked(' '.join(pr_title.split())[:300])}"]
+    parts = [f"[title of the pull request]\n{_masked(' '.join(pr_title.split()), 300)}"]
     used = 0
     for item in feedback:
-        text = _masked(prose.plain_text(bounded(item.body))[:ITEM_CHARS].strip())
+        text = _masked(prose.plain_text(bounded(item.body)), ITEM_CHARS).strip()
         if not text:
             continue
         piece = f"[{item.kind} by {item.login}]\n{text}"

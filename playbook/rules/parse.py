@@ -127,11 +127,12 @@ def kind_of(path: str | PurePath) -> str | None:
 
 def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:
     """The first words of ``text`` on one line, cut with an ellipsis; none if it holds a
-    credential (a code block with a token in it is skipped, and is not shown either)."""
-    found = secrets.find(text)
-    if found:
-        return f"(not shown: it holds {found[0].label})"
-    return fields.shorten(" ".join(text.split()), max_chars)[0]
+    credential (a code block with a token in it is skipped, and is not shown either), however
+    it is written: the scan reads the visible text (`secrets.mask`), as every exit does."""
+    shown = secrets.mask(text)
+    if shown.findings:
+        return f"(not shown: it holds {shown.findings[0].label})"
+    return fields.shorten(" ".join(shown.text.split()), max_chars)[0]
 
 
 def parse(

@@ -164,6 +164,23 @@ def test_a_logged_exception_and_the_delivery_id_stay_on_their_lines(
     assert last == f"RuntimeError: GitHub answered {escaped(HOSTILE)}"
 
 
+def test_a_record_holding_a_credential_keeps_its_traceback_masked_and_escaped(
+    log_text: Callable[[], str],
+) -> None:
+    # Masking copies the record; the copy's traceback must survive the one-line formatter.
+    token = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8Ba7"
+    try:
+        raise RuntimeError(f"GitHub answered {HOSTILE}")
+    except RuntimeError:
+        logging.getLogger("bot.worker").exception("failed with %s", token)
+    text = log_text()
+    no_raw_control(text)
+    assert token not in text and "[credential removed]" in text
+    _first, *traceback, last = text.splitlines()
+    assert traceback[0] == "Traceback (most recent call last):"
+    assert last.startswith("RuntimeError: GitHub answered")
+
+
 def test_the_json_log_keeps_every_record_on_one_line() -> None:
     with real_log("json") as stream:
         try:

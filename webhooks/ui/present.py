@@ -11,7 +11,7 @@ from flask import Flask
 
 from bot.config import Settings
 from playbook import clock
-from playbook.lessons import characters
+from playbook.lessons import secrets
 
 # owner/repo#12, as the bot writes GitHub tickets and pull requests.
 _GITHUB_KEY = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100})#([0-9]{1,9})")
@@ -61,13 +61,14 @@ def short(text: str | None, chars: int = 140) -> str:
 
 
 def visible(text: str | None) -> str:
-    """Text without direction overrides or invisible characters (`characters.visible`).
+    """Text without direction overrides or invisible characters (`characters.visible`), and
+    without credentials (`secrets.masked`: dropping invisible characters rejoins a split one).
 
     Stored lesson text is visible already; shown so again for rows and revisions written
     before that rule. Templates also put lesson text in a ``dir="auto"`` element or
     ``<bdi>``, so a Hebrew or Arabic lesson reads in its direction and leaves the page's alone.
     """
-    return characters.visible(text or "")
+    return secrets.masked(text)
 
 
 def shown(value: Any) -> str:
