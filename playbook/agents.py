@@ -64,7 +64,12 @@ Timestamp = (
 
 
 class Forbidden(PlaybookError):
-    """The caller's role may not do this (an agent approving, say)."""
+    """The caller's role or scope may not do this (an agent approving, say)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        # The request field that asked for it, when one did (a ticket of another scope).
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -85,10 +90,31 @@ class Caller:
         """True when the lesson is in the caller's scope (or global)."""
         return self.view.sees_scope(bullet.scope)
 
+    def require_work(self, key: str, field: str) -> None:
+        """Raise Forbidden naming ``field`` unless ticket ``key`` is work in the caller's scope.
+
+        Every ticket a scoped caller names (searched for, reported on, learned from) goes
+        through here: loads, exposures, searched text, an experiment arm or a lesson's
+        outcome recorded against another scope's ticket would be written into, or read out
+        of, that scope's work. Refused rather than searched unrecorded, so an agent with a
+        wrong ticket learns it at once instead of losing its loads.
+        """
+        if not self.view.sees_ticket(key):
+            raise Forbidden(
+                f"{field} {key!r} is not work in this token's scope {self.scope}: name a "
+                f"ticket of {self.scope} ({_example(self.scope or '')}), or leave {field} out",
+                field=field,
+            )
+
     def require_maintainer(self, action: str) -> None:
         """Raise Forbidden unless the caller is a maintainer."""
         if self.role != "maintainer":
             raise Forbidden(f"only a maintainer may {action} a lesson; agents may propose")
+
+
+def _example(scope: str) -> str:
+    """A ticket key of ``scope``, for an error message."""
+    return f"{scope}#12" if "/" in scope else f"{scope}-123"
 
 
 class Lesson(BaseModel):
@@ -350,6 +376,8 @@ def search(
     key = None
     if ticket is not None:
         key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS) or None
+    if key is not None:
+        caller.require_work(key, "ticket")
     retriever = Retriever.shared(session)
     scopes = caller.view.scopes() or ALL_SCOPES
     now = clock.now()
@@ -419,6 +447,7 @@ def record_usage(
     if kind not in ("loaded", "cited"):
         raise fields.FieldProblem("kind", f"must be loaded or cited, not {kind!r}")
     key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS, required=True)
+    caller.require_work(key, "ticket")
     if not lesson_ids:
         raise fields.FieldProblem("lesson_ids", "is empty; name the lessons, e.g. pb-12")
     if len(lesson_ids) > usage.MAX_IDS_PER_EVENT:
@@ -454,7 +483,10 @@ def record_event(
     *,
     credit_replacement: bool = False,
 ) -> list[UsageEvent]:
-    """Record one reported event as the caller's: each lesson it names must be visible to it."""
+    """Record one reported event as the caller's: its ticket must be the caller's work and
+    each lesson it names visible to it."""
+    if event.ticket_key is not None:
+        caller.require_work(event.ticket_key, "ticketId")
     for bullet_id in event.bullet_ids:
         visible(session, caller, bullet_id)
     return usage.record_agent_event(
@@ -479,6 +511,13 @@ def propose(
     """
     if scope is not None and caller.role != "maintainer" and scope != caller.scope:
         raise Forbidden("an agent's lessons go to its token's scope; leave scope out")
+    if not caller.view.everything and isinstance(learned_from, str):
+        # A lesson follows the outcome of the ticket it was learned from: one learned from
+        # another scope's ticket would be approved or demoted by that scope's pull requests,
+        # and its status would tell this caller how they ended. (Empty: the field check's.)
+        ticket = fields.text(learned_from, "learned_from", fields.TICKET_KEY_CHARS)
+        if ticket:
+            caller.require_work(ticket, "learned_from")
     result = lifecycle.add(
         session,
         text,

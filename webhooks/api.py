@@ -112,7 +112,7 @@ def _domain_problem(error: PlaybookError) -> Response:
     if isinstance(error, BulletNotFound):
         return problems.problem(404, str(error), field="id")
     if isinstance(error, agents.Forbidden):
-        return problems.problem(403, str(error))
+        return problems.problem(403, str(error), field=error.field)
     if isinstance(error, InvalidTransition):
         return problems.problem(409, str(error))
     field = getattr(error, "field", None)
@@ -303,7 +303,8 @@ def get_lesson(path: LessonPath) -> Response:
     "/search",
     tags=[lessons_tag],
     summary="Search lessons for a task",
-    responses={200: agents.SearchAnswer},
+    # 403: a scoped token's ticket of another scope (Caller.require_work).
+    responses={200: agents.SearchAnswer, 403: problems.RESPONSE},
 )
 def search(query: SearchQuery) -> Response:
     """The lessons that fit a task, ranked as the bot ranks them for a new ticket."""
@@ -314,7 +315,8 @@ def search(query: SearchQuery) -> Response:
     "/search",
     tags=[lessons_tag],
     summary="Search lessons for a whole ticket",
-    responses={200: agents.SearchAnswer},
+    # 403: a scoped token's ticket of another scope (Caller.require_work).
+    responses={200: agents.SearchAnswer, 403: problems.RESPONSE},
 )
 def search_ticket(body: SearchBody) -> Response:
     """Like GET /search, for a ticket's whole text (up to 10,000 characters)."""
@@ -496,10 +498,18 @@ def post_usage() -> Response:
                 except PlaybookError as problem:
                     raise _Rejected(position, problem) from None
     except _Rejected as rejected:
-        status = 404 if isinstance(rejected.problem, BulletNotFound) else 400
-        return problems.problem(
-            status, f"event {rejected.position}: {rejected.problem}", field="lessonIds"
-        )
+        refused = rejected.problem
+        if isinstance(refused, agents.Forbidden):
+            # A ticket of another scope: the token may not report on it (Caller.require_work).
+            where = refused.field or "ticketId"
+            listed = isinstance(body, list)
+            return problems.problem(
+                403,
+                f"event {rejected.position}: {refused}",
+                field=f"body[{rejected.position - 1}].{where}" if listed else where,
+            )
+        status = 404 if isinstance(refused, BulletNotFound) else 400
+        return problems.problem(status, f"event {rejected.position}: {refused}", field="lessonIds")
     answer = UsageRecorded(
         status="recorded",
         events=tally.recorded,
