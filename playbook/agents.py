@@ -102,7 +102,7 @@ class Caller:
         if not self.view.sees_ticket(key):
             raise Forbidden(
                 f"{field} {key!r} is not work in this token's scope {self.scope}: name a "
-                f"ticket of {self.scope} ({_example(self.scope or '')}), or leave {field} out",
+                f"ticket of {self.scope}, such as {_example(self.scope or '')}",
                 field=field,
             )
 
