@@ -57,7 +57,7 @@ class View:
     """What one caller may read: every scope (``scope`` None), or one scope and global."""
 
     scope: str | None = None
-    # Who the caller is: a scoped caller also sees the usage it reported itself.
+    # Who the caller is: a scoped caller also sees the usage it reported itself (``source``).
     actor: str | None = None
 
     @property
@@ -112,14 +112,16 @@ class View:
 
         A global lesson is used by every scope, so its events (ticket keys, consumers) are
         shown only when they are this scope's work: its tickets or PRs, or the caller's own
-        reports. Every event of a lesson in the caller's own scope is visible.
+        reports. Every event of a lesson in the caller's own scope is visible. "Own" is the
+        verified ``source`` a door recorded, not the ``consumer`` a report names itself: an
+        agent naming another's actor as its consumer must not put its events in their view.
         """
         if self.scope is None:
             return true()
         own = select(Bullet.id).where(Bullet.scope == self.scope)
         shared = select(Bullet.id).where(Bullet.scope == GLOBAL)
         ours = or_(
-            UsageEvent.consumer == self.actor if self.actor else false(),
+            UsageEvent.source == self.actor if self.actor else false(),
             self.owns(UsageEvent.ticket_key),
             self.owns(UsageEvent.pr_key),
         )
