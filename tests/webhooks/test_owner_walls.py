@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import anyio
 import pytest
@@ -619,7 +619,7 @@ async def walk_mcp(client: Client, walk: Walk) -> None:
             uris.append(re.sub(r"\{\w+\}", quote(value, safe=""), template.uri_template))
     for uri in uris:
         answer = await read(uri)
-        walk.check(f"resource {uri}", answer, uri, Probe({}), True)
+        walk.check(f"resource {uri}", answer, unquote(uri), Probe({}), True)
         for value in world.victim_ids:
             if quote(value, safe="") in uri:
                 twin = await read(uri.replace(value, MISSING_ID))
@@ -683,6 +683,7 @@ def test_playbook_bot_mcp_in_a_scope_keeps_its_user_out(
             "PLAYBOOK_ACTOR": "mcp:evil",
             "PLAYBOOK_HOLDOUT_PERCENT": "50",
             "PLAYBOOK_EXPERIMENT_SALT": SALT,
+            "PLAYBOOK_AGENT_WRITES_PER_MINUTE": "0",
         },
         cwd=tmp_path,
     )
