@@ -22,6 +22,7 @@ gone.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -37,7 +38,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, LargeBinary, select, update
 
 from bot.config import Settings
 from playbook import agents, clock, db
@@ -135,6 +136,11 @@ class World:
                 return ticket(scope, 99999)
         return None
 
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """``key_pattern``, built once the world is (it is read after every call)."""
+        return self.key_pattern()
+
     def key_pattern(self) -> re.Pattern[str]:
         """Ids, tickets and scope names of the victims, as whole words."""
         ids = "|".join(re.escape(i) for i in self.victim_ids)
@@ -146,7 +152,7 @@ class World:
 
     def leaks(self, answer: str, request: str) -> list[str]:
         """The victims' ids, tickets, scopes and words in ``answer`` the request did not name."""
-        found = [m.group(0) for m in self.key_pattern().finditer(answer)]
+        found = [m.group(0) for m in self.pattern.finditer(answer)]
         found += [w for w in WORDS if w.lower() in answer.lower()]
         return sorted({f for f in found if f.lower() not in request.lower()})
 
@@ -263,15 +269,16 @@ def build(engine: Engine) -> World:
 
 def victim_rows(engine: Engine, world: World) -> set[str]:
     """Every row, in every table, whose ids, tickets or scope are a victim's, as JSON."""
-    pattern = world.key_pattern()
+    pattern = world.pattern
     rows: set[str] = set()
     with engine.connect() as connection:
         for table in Base.metadata.sorted_tables:
-            for row in connection.execute(select(table)).mappings():
-                values = {k: v for k, v in row.items() if not isinstance(v, bytes | memoryview)}
-                keys = {k: v for k, v in values.items() if k not in FREE_TEXT_COLUMNS}
+            # Binary columns (the search index's snapshot, a salt) name no scope.
+            columns = [c for c in table.columns if not isinstance(c.type, LargeBinary)]
+            for row in connection.execute(select(*columns)).mappings():
+                keys = {k: v for k, v in row.items() if k not in FREE_TEXT_COLUMNS}
                 if pattern.search(json.dumps(keys, default=str)):
-                    rows.add(f"{table.name} {json.dumps(values, default=str, sort_keys=True)}")
+                    rows.add(f"{table.name} {json.dumps(dict(row), default=str, sort_keys=True)}")
     return rows
 
 
@@ -667,6 +674,7 @@ def test_every_mcp_tool_over_http_keeps_an_owner_out(
     assert walk.own_answers
 
 
+@pytest.mark.slow  # a process: the command as an agent's host starts it
 def test_playbook_bot_mcp_in_a_scope_keeps_its_user_out(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
