@@ -148,6 +148,14 @@ class ListQuery(BaseModel):
     )
 
 
+# What a search's ticket does, and the scope rule it meets (Caller.require_work).
+TICKET_DOC = (
+    "Record the lessons returned as loaded for this ticket. A token bound to a scope names "
+    "only its own tickets (owner/repo#12 of its repository, PROJ-123 of its Jira project): "
+    "any other is refused with 403."
+)
+
+
 class SearchQuery(BaseModel):
     """A short task description to find lessons for (POST /search takes whole tickets)."""
 
@@ -160,7 +168,7 @@ class SearchQuery(BaseModel):
     k: int = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
     ticket: (
         Annotated[str, Field(min_length=1, max_length=URL_TICKET_CHARS, pattern=NONBLANK)] | None
-    ) = Field(None, description="Record the lessons returned as loaded for this ticket.")
+    ) = Field(None, description=TICKET_DOC)
 
 
 class SearchBody(BaseModel):
@@ -175,9 +183,7 @@ class SearchBody(BaseModel):
         description="The ticket's text: first line the summary, then the description.",
     )
     k: BodyInt = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
-    ticket: TicketKey | None = Field(
-        None, description="Record the lessons returned as loaded for this ticket."
-    )
+    ticket: TicketKey | None = Field(None, description=TICKET_DOC)
 
 
 class ProposeBody(BaseModel):

@@ -657,6 +657,7 @@ def world_and_url(engine: Engine, database_url: str) -> Iterator[tuple[World, st
         yield world, f"{url}/mcp"
 
 
+@pytest.mark.slow  # a server on a port, as agents reach it
 def test_every_mcp_tool_over_http_keeps_an_owner_out(
     engine: Engine, world_and_url: tuple[World, str]
 ) -> None:
