@@ -23,6 +23,7 @@ gone.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import re
 import sys
@@ -33,6 +34,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 import anyio
+import click
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -40,6 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import Engine, LargeBinary, select, update
 
+from bot.cli import main
 from bot.config import Settings
 from playbook import agents, clock, db
 from playbook.consolidation import store as consolidations
@@ -706,3 +709,30 @@ def test_playbook_bot_mcp_in_a_scope_keeps_its_user_out(
     finally:
         log.close()
     assert walk.own_answers
+
+
+# What makes a command act for a scoped caller rather than as the operator, who has the
+# database itself: the local agent caller, the agent scope setting, an agent's role.
+SCOPED_CALLER = ("local_caller", "callers.local", "agent_scope", 'role="agent"')
+
+
+def test_the_one_scoped_command_is_the_one_walked() -> None:
+    """Every other `playbook-bot` command is the operator's; a new scoped one must be walked."""
+    context = click.Context(main)
+    scoped: set[str] = set()
+
+    def visit(command: click.Command, name: str) -> None:
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(context):
+                found = command.get_command(context, sub)
+                assert found is not None, sub
+                visit(found, f"{name} {sub}".strip())
+            return
+        module = inspect.getmodule(command.callback)
+        assert module is not None, name
+        if any(marker in inspect.getsource(module) for marker in SCOPED_CALLER):
+            scoped.add(name)
+
+    visit(main, "")
+    # test_playbook_bot_mcp_in_a_scope_keeps_its_user_out walks it.
+    assert scoped == {"mcp"}
