@@ -94,6 +94,9 @@ MISSING_CONSOLIDATION = "99999"
 # Routes outside the OpenAPI document that the walk does not call with the token: the MCP
 # endpoint is walked by an MCP client below.
 NOT_PLAIN_ROUTES = {"/mcp"}
+# Reads that record: a search with a ticket loads its lessons for it. Every other GET only
+# reads (and a GET that wrote a victim's row would fail the row check anyway).
+RECORDING_READS = {("GET", "/api/v1/search")}
 
 
 def ticket(scope: str, number: int) -> str:
@@ -401,7 +404,9 @@ class Walk:
     calls: int = 0
     own_answers: int = 0
 
-    def check(self, what: str, answer: str, request: str, probe: Probe, refused: bool) -> None:
+    def check(
+        self, what: str, answer: str, request: str, probe: Probe, refused: bool, writes: bool
+    ) -> None:
         """No leak, no victim row changed, a write naming a victim's key refused."""
         self.calls += 1
         assert not self.world.leaks(answer, request), (
@@ -413,15 +418,10 @@ class Walk:
             what,
             "changed a victim's rows",
         )
-        if probe.names_victim_key and self.writes(what):
+        if probe.names_victim_key and writes:
             assert refused, (what, "a write naming another scope's key was not refused", answer)
         if self.world.own in answer or "evil/app#5" in answer:
             self.own_answers += 1
-
-    @staticmethod
-    def writes(what: str) -> bool:
-        """Calls that may record something: POSTs, searches, and every tool but reads."""
-        return what.startswith(("POST", "GET /api/v1/search", "tool")) and "get_lesson" not in what
 
 
 def api_operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -525,7 +525,9 @@ def test_every_route_keeps_an_owner_out_of_another_owners_lessons(
             what = f"{method} {request.url()} {request.body}"
             assert answer.status_code < 500, (what, answer.text)
             sent = json.dumps([request.in_path, request.query, request.body])
-            walk.check(what, answer.text, sent, request.probe, answer.status_code >= 400)
+            writes = method != "GET" or (method, path) in RECORDING_READS
+            refused = answer.status_code >= 400
+            walk.check(what, answer.text, sent, request.probe, refused, writes)
             value = request.probe.value
             other = world.missing(value) if value else None
             if value is None or other is None or not request.probe.names_victim_key:
@@ -546,9 +548,8 @@ def test_every_route_keeps_an_owner_out_of_another_owners_lessons(
                 answer = client.open(concrete, method=method, headers=headers, json={})
                 # 503 is /readyz's word for "no worker", not a failure.
                 assert answer.status_code != 500, (method, concrete, answer.text)
-                walk.check(
-                    f"{method} {concrete}", answer.get_data(as_text=True), concrete, Probe({}), True
-                )
+                text = answer.get_data(as_text=True)
+                walk.check(f"{method} {concrete}", text, concrete, Probe({}), True, False)
     assert walk.own_answers, "the walk reached the attacker's own lessons, not only refusals"
     # The token's own view still works: its gap, its lesson, the global lesson's own usage.
     own = client.get("/api/v1/gaps?min=2", headers=headers).get_json()
@@ -608,7 +609,8 @@ async def walk_mcp(client: Client, walk: Walk) -> None:
         ):
             answer, failed = await tool(listed.name, probe.arguments)
             what = f"tool {listed.name} {probe.arguments}"
-            walk.check(what, answer, json.dumps(probe.arguments), probe, failed)
+            reads = listed.annotations is not None and listed.annotations.read_only_hint
+            walk.check(what, answer, json.dumps(probe.arguments), probe, failed, not reads)
             other = world.missing(probe.value) if probe.value else None
             if probe.value is None or other is None or not probe.names_victim_key:
                 continue
@@ -629,7 +631,7 @@ async def walk_mcp(client: Client, walk: Walk) -> None:
             uris.append(re.sub(r"\{\w+\}", quote(value, safe=""), template.uri_template))
     for uri in uris:
         answer = await read(uri)
-        walk.check(f"resource {uri}", answer, unquote(uri), Probe({}), True)
+        walk.check(f"resource {uri}", answer, unquote(uri), Probe({}), True, False)
         for value in world.victim_ids:
             if quote(value, safe="") in uri:
                 twin = await read(uri.replace(value, MISSING_ID))
@@ -639,7 +641,9 @@ async def walk_mcp(client: Client, walk: Walk) -> None:
         for value in ["", *world.values()]:
             arguments = dict.fromkeys(names, value) if value else {}
             answer = (await client.get_prompt(prompt.name, arguments)).model_dump_json()
-            walk.check(f"prompt {prompt.name}", answer, json.dumps(arguments), Probe({}), True)
+            walk.check(
+                f"prompt {prompt.name}", answer, json.dumps(arguments), Probe({}), True, False
+            )
 
 
 def run(body: Callable[[], Awaitable[None]]) -> None:
