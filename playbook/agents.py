@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
-from playbook.errors import BulletNotFound, PlaybookError
+from playbook.errors import BulletNotFound, Forbidden
 from playbook.experiment import holdout
 from playbook.lessons import checks, fields, lifecycle, replacements
 from playbook.models import Bullet, Revision, UsageEvent
@@ -30,6 +30,7 @@ from playbook.search import ranking
 from playbook.search.rerank_fields import RerankedAnswer, RerankedLesson
 from playbook.search.retrieval import ALL_SCOPES, Retriever
 from playbook.search.text import Ticket
+from playbook.work_scope import check_learned_from, check_ticket, optional_ticket, required_ticket
 
 # Lessons one search returns at most, whatever ``k`` asks: an agent's context is precious,
 # and the bot's own comment shows no more.
@@ -63,15 +64,6 @@ Timestamp = (
 )
 
 
-class Forbidden(PlaybookError):
-    """The caller's role or scope may not do this (an agent approving, say)."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        # The request field that asked for it, when one did (a ticket of another scope).
-        self.field = field
-
-
 @dataclass(frozen=True)
 class Caller:
     """Who is asking, from a verified token: the actor recorded, the role, the scope."""
@@ -90,31 +82,10 @@ class Caller:
         """True when the lesson is in the caller's scope (or global)."""
         return self.view.sees_scope(bullet.scope)
 
-    def require_work(self, key: str, field: str) -> None:
-        """Raise Forbidden naming ``field`` unless ticket ``key`` is work in the caller's scope.
-
-        Every ticket a scoped caller names (searched for, reported on, learned from) goes
-        through here: loads, exposures, searched text, an experiment arm or a lesson's
-        outcome recorded against another scope's ticket would be written into, or read out
-        of, that scope's work. Refused rather than searched unrecorded, so an agent with a
-        wrong ticket learns it at once instead of losing its loads.
-        """
-        if not self.view.sees_ticket(key):
-            raise Forbidden(
-                f"{field} {key!r} is not work in this token's scope {self.scope}: name a "
-                f"ticket of {self.scope}, such as {_example(self.scope or '')}",
-                field=field,
-            )
-
     def require_maintainer(self, action: str) -> None:
         """Raise Forbidden unless the caller is a maintainer."""
         if self.role != "maintainer":
             raise Forbidden(f"only a maintainer may {action} a lesson; agents may propose")
-
-
-def _example(scope: str) -> str:
-    """A ticket key of ``scope``, for an error message."""
-    return f"{scope}#12" if "/" in scope else f"{scope}-123"
 
 
 class Lesson(BaseModel):
@@ -373,11 +344,7 @@ def search(
         raise fields.FieldProblem("query", "is empty; describe the task or paste the ticket")
     if k < 1:
         raise fields.FieldProblem("k", "must be at least 1")
-    key = None
-    if ticket is not None:
-        key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS) or None
-    if key is not None:
-        caller.require_work(key, "ticket")
+    key = optional_ticket(caller.view, ticket, "ticket")  # refused: another scope's work
     retriever = Retriever.shared(session)
     scopes = caller.view.scopes() or ALL_SCOPES
     now = clock.now()
@@ -446,8 +413,7 @@ def record_usage(
     """
     if kind not in ("loaded", "cited"):
         raise fields.FieldProblem("kind", f"must be loaded or cited, not {kind!r}")
-    key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS, required=True)
-    caller.require_work(key, "ticket")
+    key = required_ticket(caller.view, ticket, "ticket")
     if not lesson_ids:
         raise fields.FieldProblem("lesson_ids", "is empty; name the lessons, e.g. pb-12")
     if len(lesson_ids) > usage.MAX_IDS_PER_EVENT:
@@ -483,10 +449,8 @@ def record_event(
     *,
     credit_replacement: bool = False,
 ) -> list[UsageEvent]:
-    """Record one reported event as the caller's: its ticket must be the caller's work and
-    each lesson it names visible to it."""
-    if event.ticket_key is not None:
-        caller.require_work(event.ticket_key, "ticketId")
+    """Record one reported event as the caller's: its ticket and each lesson in its scope."""
+    check_ticket(caller.view, event.ticket_key, "ticketId")
     for bullet_id in event.bullet_ids:
         visible(session, caller, bullet_id)
     return usage.record_agent_event(
@@ -511,13 +475,7 @@ def propose(
     """
     if scope is not None and caller.role != "maintainer" and scope != caller.scope:
         raise Forbidden("an agent's lessons go to its token's scope; leave scope out")
-    if not caller.view.everything and isinstance(learned_from, str):
-        # A lesson follows the outcome of the ticket it was learned from: one learned from
-        # another scope's ticket would be approved or demoted by that scope's pull requests,
-        # and its status would tell this caller how they ended. (Empty: the field check's.)
-        ticket = fields.text(learned_from, "learned_from", fields.TICKET_KEY_CHARS)
-        if ticket:
-            caller.require_work(ticket, "learned_from")
+    check_learned_from(caller.view, learned_from)
     result = lifecycle.add(
         session,
         text,

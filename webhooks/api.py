@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from bot import callers, write_limits
 from bot.consolidate import budget_for
-from playbook import agents, db
+from playbook import agents, db, work_scope
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
 from playbook.lessons import characters, fields, lifecycle
 from playbook.outcomes import usage
@@ -148,14 +148,6 @@ class ListQuery(BaseModel):
     )
 
 
-# What a search's ticket does, and the scope rule it meets (Caller.require_work).
-TICKET_DOC = (
-    "Record the lessons returned as loaded for this ticket. A token bound to a scope names "
-    "only its own tickets (owner/repo#12 of its repository, PROJ-123 of its Jira project): "
-    "any other is refused with 403."
-)
-
-
 class SearchQuery(BaseModel):
     """A short task description to find lessons for (POST /search takes whole tickets)."""
 
@@ -168,7 +160,7 @@ class SearchQuery(BaseModel):
     k: int = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
     ticket: (
         Annotated[str, Field(min_length=1, max_length=URL_TICKET_CHARS, pattern=NONBLANK)] | None
-    ) = Field(None, description=TICKET_DOC)
+    ) = Field(None, description=work_scope.TICKET_DOC)
 
 
 class SearchBody(BaseModel):
@@ -183,7 +175,7 @@ class SearchBody(BaseModel):
         description="The ticket's text: first line the summary, then the description.",
     )
     k: BodyInt = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
-    ticket: TicketKey | None = Field(None, description=TICKET_DOC)
+    ticket: TicketKey | None = Field(None, description=work_scope.TICKET_DOC)
 
 
 class ProposeBody(BaseModel):
@@ -309,7 +301,6 @@ def get_lesson(path: LessonPath) -> Response:
     "/search",
     tags=[lessons_tag],
     summary="Search lessons for a task",
-    # 403: a scoped token's ticket of another scope (Caller.require_work).
     responses={200: agents.SearchAnswer, 403: problems.RESPONSE},
 )
 def search(query: SearchQuery) -> Response:
@@ -321,7 +312,6 @@ def search(query: SearchQuery) -> Response:
     "/search",
     tags=[lessons_tag],
     summary="Search lessons for a whole ticket",
-    # 403: a scoped token's ticket of another scope (Caller.require_work).
     responses={200: agents.SearchAnswer, 403: problems.RESPONSE},
 )
 def search_ticket(body: SearchBody) -> Response:
@@ -504,18 +494,12 @@ def post_usage() -> Response:
                 except PlaybookError as problem:
                     raise _Rejected(position, problem) from None
     except _Rejected as rejected:
-        refused = rejected.problem
-        if isinstance(refused, agents.Forbidden):
-            # A ticket of another scope: the token may not report on it (Caller.require_work).
-            where = refused.field or "ticketId"
+        status, field = 404 if isinstance(rejected.problem, BulletNotFound) else 400, "lessonIds"
+        if isinstance(rejected.problem, agents.Forbidden):  # a ticket of another scope
             listed = isinstance(body, list)
-            return problems.problem(
-                403,
-                f"event {rejected.position}: {refused}",
-                field=f"body[{rejected.position - 1}].{where}" if listed else where,
-            )
-        status = 404 if isinstance(refused, BulletNotFound) else 400
-        return problems.problem(status, f"event {rejected.position}: {refused}", field="lessonIds")
+            status, field = 403, f"body[{rejected.position - 1}].ticketId" if listed else "ticketId"
+        detail = f"event {rejected.position}: {rejected.problem}"
+        return problems.problem(status, detail, field=field)
     answer = UsageRecorded(
         status="recorded",
         events=tally.recorded,
