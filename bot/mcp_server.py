@@ -186,7 +186,8 @@ def build_server(
             str | None,
             Field(
                 description="The ticket key the work is for (e.g. CTMS-4410 or owner/repo#12); "
-                "the lessons returned are recorded as loaded for it."
+                "the lessons returned are recorded as loaded for it. In a scope, only that "
+                "scope's tickets are accepted."
             ),
         ] = None,
     ) -> agents.SearchAnswer:

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock, scope_links
-from playbook.errors import BulletNotFound, PlaybookError
+from playbook.errors import BulletNotFound, Forbidden
 from playbook.experiment import holdout
 from playbook.lessons import checks, fields, lifecycle, replacements
 from playbook.models import Bullet, Revision, UsageEvent
@@ -30,6 +30,7 @@ from playbook.search import ranking
 from playbook.search.rerank_fields import RerankedAnswer, RerankedLesson
 from playbook.search.retrieval import ALL_SCOPES, Retriever
 from playbook.search.text import Ticket
+from playbook.work_scope import check_learned_from, check_ticket, optional_ticket, required_ticket
 
 # Lessons one search returns at most, whatever ``k`` asks: an agent's context is precious,
 # and the bot's own comment shows no more.
@@ -61,10 +62,6 @@ Timestamp = (
     Annotated[datetime, BeforeValidator(_text_time)]
     | Annotated[float, Field(ge=0, le=32_503_680_000_000)]
 )
-
-
-class Forbidden(PlaybookError):
-    """The caller's role may not do this (an agent approving, say)."""
 
 
 @dataclass(frozen=True)
@@ -347,9 +344,7 @@ def search(
         raise fields.FieldProblem("query", "is empty; describe the task or paste the ticket")
     if k < 1:
         raise fields.FieldProblem("k", "must be at least 1")
-    key = None
-    if ticket is not None:
-        key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS) or None
+    key = optional_ticket(caller.view, ticket, "ticket")  # refused: another scope's work
     retriever = Retriever.shared(session)
     scopes = caller.view.scopes() or ALL_SCOPES
     now = clock.now()
@@ -418,7 +413,7 @@ def record_usage(
     """
     if kind not in ("loaded", "cited"):
         raise fields.FieldProblem("kind", f"must be loaded or cited, not {kind!r}")
-    key = fields.text(ticket, "ticket", fields.TICKET_KEY_CHARS, required=True)
+    key = required_ticket(caller.view, ticket, "ticket")
     if not lesson_ids:
         raise fields.FieldProblem("lesson_ids", "is empty; name the lessons, e.g. pb-12")
     if len(lesson_ids) > usage.MAX_IDS_PER_EVENT:
@@ -454,7 +449,8 @@ def record_event(
     *,
     credit_replacement: bool = False,
 ) -> list[UsageEvent]:
-    """Record one reported event as the caller's: each lesson it names must be visible to it."""
+    """Record one reported event as the caller's: its ticket and each lesson in its scope."""
+    check_ticket(caller.view, event.ticket_key, "ticketId")
     for bullet_id in event.bullet_ids:
         visible(session, caller, bullet_id)
     return usage.record_agent_event(
@@ -479,6 +475,7 @@ def propose(
     """
     if scope is not None and caller.role != "maintainer" and scope != caller.scope:
         raise Forbidden("an agent's lessons go to its token's scope; leave scope out")
+    check_learned_from(caller.view, learned_from)
     result = lifecycle.add(
         session,
         text,

@@ -40,6 +40,15 @@ class InvalidInput(PlaybookError):
     """A value that does not fit the field it was given for."""
 
 
+class Forbidden(PlaybookError):
+    """The caller's role or scope may not do this (an agent approving, say)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        # The request field that asked for it, when one did (a ticket of another scope).
+        self.field = field
+
+
 class DatabaseUnavailable(Exception):
     """The database cannot be reached or is not at the schema this code needs.
 

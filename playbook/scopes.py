@@ -4,6 +4,11 @@ An agent token names one repository or Jira project. It sees that scope's lesson
 global ones, and nothing of another scope: no id, text, reason or ticket key. Every read an
 agent can make (lists, lookups, search, usage, stats) filters through a ``View``, so the rule
 is written once, here, both as a test of one row and as SQL for many.
+
+Which scope a ticket or pull request is work of is also decided once, by ``scope_of``: a
+repository key ``owner/repo#12`` is ``owner/repo``'s, a Jira key ``CTMS-4410`` is ``CTMS``'s,
+and anything else is no scope's. A view compares that scope for equality; a prefix test would
+let ``acme/api`` read ``acme/api-internal#3`` (a Jira-looking ``acme/api-``).
 """
 
 from __future__ import annotations
@@ -11,12 +16,41 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, false, not_, or_, select, true
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, and_, false, func, not_, or_, select, true
+from sqlalchemy.orm import QueryableAttribute, Session
 
 from playbook.models import Bullet, UsageEvent
 
 GLOBAL = "global"
+
+
+def scope_of(key: str | None) -> str | None:
+    """The scope whose work ``key`` is: ``owner/repo`` of ``owner/repo#N``, ``PROJ`` of
+    ``PROJ-123``; None for anything else (empty, ``a/b/c#1``, ``#3``, ``x/y``, ``PROJ``).
+
+    Split at the first ``#`` or ``-``: what follows is the ticket's own and names no scope,
+    so a key has one scope whichever scopes exist. ``View.owns`` is the same rule in SQL.
+    """
+    if not key:
+        return None
+    if "#" in key:
+        repository = key.partition("#")[0]
+        return repository if _repository(repository) else None
+    if "/" in key:
+        return None  # a path or a repository without an issue number: nobody's ticket
+    project, dash, _ = key.partition("-")
+    return project if dash and project else None
+
+
+def _repository(scope: str) -> bool:
+    """True for ``owner/repo``: one slash, a name on each side, no ``#``."""
+    owner, slash, name = scope.partition("/")
+    return bool(owner and slash and name) and "/" not in name and "#" not in scope
+
+
+def _project(scope: str) -> bool:
+    """True for a Jira project key as ``scope_of`` can return it: no ``/``, ``#`` or ``-``."""
+    return bool(scope) and not any(mark in scope for mark in "/#-")
 
 
 @dataclass(frozen=True)
@@ -24,7 +58,7 @@ class View:
     """What one caller may read: every scope (``scope`` None), or one scope and global."""
 
     scope: str | None = None
-    # Who the caller is: a scoped caller also sees the usage it reported itself.
+    # Who the caller is: a scoped caller also sees the usage it reported itself (``source``).
     actor: str | None = None
 
     @property
@@ -41,14 +75,32 @@ class View:
         return self.scope is None or scope in (GLOBAL, self.scope)
 
     def sees_ticket(self, key: str | None) -> bool:
-        """True when ``key`` is work in the caller's scope.
+        """True when ``key`` is work in the caller's scope (``scope_of`` names that scope)."""
+        return self.scope is None or scope_of(key) == self.scope
 
-        A ticket belongs to a scope when its key starts with the scope and ``-`` (a Jira
-        project's CTMS-4410) or ``#`` (a repository's owner/repo#12).
+    def owns(
+        self, key: ColumnElement[str | None] | QueryableAttribute[str | None]
+    ) -> ColumnElement[bool]:
+        """SQL: the ticket or PR key in column ``key`` is work in the caller's scope.
+
+        ``sees_ticket`` as SQL, equal for every key: a leading substring compared for
+        equality (exact on both databases; SQLite's LIKE ignores case), and for a Jira
+        project no ``/`` or ``#`` after it. A scope no key can have matches nothing.
         """
         if self.scope is None:
-            return True
-        return bool(key) and key.startswith((f"{self.scope}-", f"{self.scope}#"))  # type: ignore[union-attr]
+            return true()
+        if _repository(self.scope):
+            prefix = f"{self.scope}#"
+            return func.substr(key, 1, len(prefix)) == prefix
+        if _project(self.scope):
+            prefix = f"{self.scope}-"
+            # contains() of a character that is no LIKE wildcard: a plain substring test.
+            return and_(
+                func.substr(key, 1, len(prefix)) == prefix,
+                ~key.contains("/"),
+                ~key.contains("#"),
+            )
+        return false()
 
     def lessons(self) -> ColumnElement[bool]:
         """SQL: the ``Bullet`` rows visible."""
@@ -75,17 +127,18 @@ class View:
 
         A global lesson is used by every scope, so its events (ticket keys, consumers) are
         shown only when they are this scope's work: its tickets or PRs, or the caller's own
-        reports. Every event of a lesson in the caller's own scope is visible.
+        reports. Every event of a lesson in the caller's own scope is visible. "Own" is the
+        verified ``source`` a door recorded, not the ``consumer`` a report names itself: an
+        agent naming another's actor as its consumer must not put its events in their view.
         """
         if self.scope is None:
             return true()
         own = select(Bullet.id).where(Bullet.scope == self.scope)
         shared = select(Bullet.id).where(Bullet.scope == GLOBAL)
         ours = or_(
-            UsageEvent.consumer == self.actor if self.actor else false(),
-            UsageEvent.ticket_key.startswith(f"{self.scope}-", autoescape=True),
-            UsageEvent.ticket_key.startswith(f"{self.scope}#", autoescape=True),
-            UsageEvent.pr_key.startswith(f"{self.scope}#", autoescape=True),
+            UsageEvent.source == self.actor if self.actor else false(),
+            self.owns(UsageEvent.ticket_key),
+            self.owns(UsageEvent.pr_key),
         )
         return or_(UsageEvent.bullet_id.in_(own), and_(UsageEvent.bullet_id.in_(shared), ours))
 

@@ -74,11 +74,7 @@ def rating_totals(session: Session, view: View = EVERYTHING) -> dict[str, Any]:
     """
     seen: ColumnElement[bool] = true()
     if view.scope is not None:
-        ours = or_(
-            Rating.pr_key.startswith(f"{view.scope}#", autoescape=True),
-            Rating.ticket_key.startswith(f"{view.scope}-", autoescape=True),
-            Rating.ticket_key.startswith(f"{view.scope}#", autoescape=True),
-        )
+        ours = or_(view.owns(Rating.pr_key), view.owns(Rating.ticket_key))
         seen = or_(Bullet.scope == view.scope, and_(Bullet.scope == GLOBAL, ours))
     count, lessons, mean = session.execute(
         select(

@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from bot import callers, write_limits
 from bot.consolidate import budget_for
-from playbook import agents, db
+from playbook import agents, db, work_scope
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
 from playbook.lessons import characters, fields, lifecycle
 from playbook.outcomes import usage
@@ -112,7 +112,7 @@ def _domain_problem(error: PlaybookError) -> Response:
     if isinstance(error, BulletNotFound):
         return problems.problem(404, str(error), field="id")
     if isinstance(error, agents.Forbidden):
-        return problems.problem(403, str(error))
+        return problems.problem(403, str(error), field=error.field)
     if isinstance(error, InvalidTransition):
         return problems.problem(409, str(error))
     field = getattr(error, "field", None)
@@ -160,7 +160,7 @@ class SearchQuery(BaseModel):
     k: int = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
     ticket: (
         Annotated[str, Field(min_length=1, max_length=URL_TICKET_CHARS, pattern=NONBLANK)] | None
-    ) = Field(None, description="Record the lessons returned as loaded for this ticket.")
+    ) = Field(None, description=work_scope.TICKET_DOC)
 
 
 class SearchBody(BaseModel):
@@ -175,9 +175,7 @@ class SearchBody(BaseModel):
         description="The ticket's text: first line the summary, then the description.",
     )
     k: BodyInt = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
-    ticket: TicketKey | None = Field(
-        None, description="Record the lessons returned as loaded for this ticket."
-    )
+    ticket: TicketKey | None = Field(None, description=work_scope.TICKET_DOC)
 
 
 class ProposeBody(BaseModel):
@@ -303,7 +301,7 @@ def get_lesson(path: LessonPath) -> Response:
     "/search",
     tags=[lessons_tag],
     summary="Search lessons for a task",
-    responses={200: agents.SearchAnswer},
+    responses={200: agents.SearchAnswer, 403: problems.RESPONSE},
 )
 def search(query: SearchQuery) -> Response:
     """The lessons that fit a task, ranked as the bot ranks them for a new ticket."""
@@ -314,7 +312,7 @@ def search(query: SearchQuery) -> Response:
     "/search",
     tags=[lessons_tag],
     summary="Search lessons for a whole ticket",
-    responses={200: agents.SearchAnswer},
+    responses={200: agents.SearchAnswer, 403: problems.RESPONSE},
 )
 def search_ticket(body: SearchBody) -> Response:
     """Like GET /search, for a ticket's whole text (up to 10,000 characters)."""
@@ -496,10 +494,12 @@ def post_usage() -> Response:
                 except PlaybookError as problem:
                     raise _Rejected(position, problem) from None
     except _Rejected as rejected:
-        status = 404 if isinstance(rejected.problem, BulletNotFound) else 400
-        return problems.problem(
-            status, f"event {rejected.position}: {rejected.problem}", field="lessonIds"
-        )
+        status, field = 404 if isinstance(rejected.problem, BulletNotFound) else 400, "lessonIds"
+        if isinstance(rejected.problem, agents.Forbidden):  # a ticket of another scope
+            listed = isinstance(body, list)
+            status, field = 403, f"body[{rejected.position - 1}].ticketId" if listed else "ticketId"
+        detail = f"event {rejected.position}: {rejected.problem}"
+        return problems.problem(status, detail, field=field)
     answer = UsageRecorded(
         status="recorded",
         events=tally.recorded,

@@ -16,16 +16,15 @@ entropy plugins, given free text, flag every other word and every commit sha.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import threading
 import warnings
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from playbook.lessons import characters
+from playbook.lessons import secret_values as values
 from playbook.lessons.fields import FieldProblem
 
 # The longest lesson any setting allows (PLAYBOOK_MAX_LESSON_CHARS is at most 100,000): rows
@@ -145,37 +144,6 @@ _KEY_WORDS = frozenset(
 _PASS_WORDS = frozenset({"db", "database", "key", "ldap", "smtp", "mysql", "postgres", "redis"})
 # What the last word of every secret-sounding name holds (password and passphrase hold "pass").
 _NAME_CUES = ("pass", "pwd", "secret", "token", "key", "credential")
-# A value that names where the secret lives instead of being one.
-_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?P<call>[(\[])?")
-# Demo values and the words of a value to fill in; Java's keystores default to "changeit". A
-# value is a placeholder only when it is made of such words alone ("your-password",
-# "example_secret"): "hunter2secret" or "MySecretPass1" hold the word and are still passwords.
-_PLACEHOLDER_WORDS = frozenset(
-    {
-        "redacted",
-        "changeme",
-        "changeit",
-        "example",
-        "placeholder",
-        "password",
-        "passwd",
-        "pass",
-        "pwd",
-        "secret",
-        "token",
-        "key",
-        "api",
-        "your",
-        "my",
-        "here",
-        "dummy",
-        "fake",
-        "sample",
-        "user",
-        "username",
-    }
-)
-_TRAILING = ".)]}>"
 # The rest of a token: one class and no alternation, matched in C at one place (linear).
 _TOKEN_REST = re.compile(r"[A-Za-z0-9_-]*")
 
@@ -300,10 +268,10 @@ def _spans(line: str, library: list[Any]) -> Iterator[tuple[str, str, int, int]]
                 if start < found_to:
                     continue  # inside the token just found ("ghp_ghp_..."): no new finding
                 end = _whole_token(line, start, start + len(value))
-                if not _masked(line[start:end]):
+                if not values.shown_masked(line[start:end]):
                     found_to = end
                     yield kind, label, start, end
-            elif _the_password(line, start, value) and not _placeholder(value):
+            elif _the_password(line, start, value) and not values.placeholder(value):
                 yield kind, label, start, start + len(value)
     # Each rule of ours runs only where the literal it cannot match without is: an import
     # scans every lesson, and most lines of prose hold none of them.
@@ -315,17 +283,17 @@ def _spans(line: str, library: list[Any]) -> Iterator[tuple[str, str, int, int]]
             yield "private_key", "a private key", match.start(), match.end()
     if "Bearer" in line or "Basic" in line or "token" in line:
         for match in _BEARER.finditer(line):
-            if _looks_random(match.group(1)):
+            if values.looks_random(match.group(1)):
                 yield "bearer_token", "a bearer token", match.start(1), match.end(1)
     if not _may_assign_a_secret(line):
         return
     for match in _ASSIGNMENT.finditer(line):
-        name, value = match.group("name"), match.group("value").rstrip(_TRAILING)
+        name, value = match.group("name"), match.group("value").rstrip(values.TRAILING)
         if line.startswith(REMOVED, match.start("value")):
             continue  # `token = [credential removed]`: masked already, so masking twice = once
         # `host:8080`, `Test.password:153`: YAML puts a space after the colon, JSON quotes.
         bare_colon = match.group("colon") and not "".join(match.group("closing", "space", "quote"))
-        if not bare_colon and _secret_name(name) and _looks_random(value):
+        if not bare_colon and _secret_name(name) and values.looks_random(value):
             start = match.start("value")
             yield (
                 ASSIGNED,
@@ -383,80 +351,6 @@ def _shown_name(name: str) -> str:
     if len(name) <= 40 and all(part.isalpha() and part.isascii() for part in parts if part):
         return name
     return "a password, secret or token name"
-
-
-def _entropy(value: str) -> float:
-    counts = Counter(value)
-    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
-
-
-def _placeholder(value: str) -> bool:
-    """``<token>``, ``$TOKEN``, ``TOKEN``, ``xxxxxxxx``, ``your-token``: a value to fill in."""
-    lowered = value.lower()
-    return (
-        value[:1] in ("<", "{", "$", "%")
-        or "..." in lowered
-        or _only_filler(lowered)
-        or lowered.startswith("your")
-        or re.fullmatch(r"[A-Z][A-Z0-9_]*", value) is not None  # an environment variable
-        or len(set(lowered)) <= 2
-        or _masked(value)
-    )
-
-
-def _only_filler(lowered: str) -> bool:
-    parts = [part for part in re.split(r"[^a-z0-9]+", lowered) if part]
-    return bool(parts) and all(part in _PLACEHOLDER_WORDS for part in parts)
-
-
-def _masked(value: str) -> bool:
-    """``sk_live_xxxxxxxxxxxxxxxx``, ``ghp_************``: a credential's shape, shown masked."""
-    return (value.count("x") + value.count("X") + value.count("*")) * 2 >= len(value)
-
-
-def _looks_random(value: str) -> bool:
-    """Whether a value assigned to a secret-sounding name looks like a credential.
-
-    At least 8 characters; not a placeholder, a path, an address or a reference to where
-    the value lives (``os.environ["X"]``, ``settings.api_key``); and random looking:
-    letters with digits or symbols and some entropy, or a long run of letters with high
-    entropy (words joined by ``-`` or ``_`` are prose, not a password).
-    """
-    value = value.strip("\"'`").rstrip(_TRAILING)
-    if len(value) < 8 or _placeholder(value):
-        return False
-    if value[0] in "/~." or "://" in value or value.startswith("@"):
-        return False
-    if not value.isascii():
-        return False  # prose in another script, or bytes dumped by a debugger
-    # `os.environ["X"]`, `users.getProperty(user)`, `settings.api_key`: where it lives.
-    reference = _REFERENCE.match(value)
-    if reference and (
-        reference.group("call")
-        or (reference.end() == len(value) and not any(ch.isdigit() for ch in value))
-    ):
-        return False
-    if not _random_run(value):
-        return False
-    # Words joined by `-` or `_` read as prose ("use_the_v2_client"); a credential with
-    # separators has a random run of its own (django-insecure-8h$k2...).
-    parts = [part for part in re.split(r"[-_.]", value) if part]
-    words = sum(part.isalpha() for part in parts)
-    if len(parts) == 1 or words * 2 < len(parts):
-        return True
-    return any(len(part) >= 8 and _random_run(part) for part in parts)
-
-
-def _random_run(value: str) -> bool:
-    letters = sum(ch.isalpha() for ch in value)
-    digits = sum(ch.isdigit() for ch in value)
-    symbols = len(value) - letters - digits - sum(ch in "-_." for ch in value)
-    if letters == 0:
-        return False  # numbers, dates and times
-    if digits or symbols:
-        # All distinct characters reach log2(length) bits; a few repeats are allowed.
-        return _entropy(value) >= min(3.0, math.log2(len(value)) - 0.35)
-    return len(value) >= 20 and _entropy(value) >= 4.0
 
 
 class HoldsCredential(FieldProblem):

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from playbook import scopes
 from playbook.models import RepoSettingsRow
 from playbook.repos.settings import resolve
 
@@ -82,9 +83,10 @@ def holdout_percent(session: Session, ticket_key: str | None) -> int | None:
     The doors that compute a ticket's arm before its delivery (an agent's search) must use
     the share its delivery will use.
     """
-    if not ticket_key or "#" not in ticket_key:
-        return None
-    values = get(session, ticket_key.rsplit("#", 1)[0])
+    repository = scopes.scope_of(ticket_key)
+    if repository is None or "/" not in repository:
+        return None  # a Jira key, or no scope's: no repository settings apply
+    values = get(session, repository)
     if not values:
         return None
     try:

@@ -401,7 +401,7 @@ def test_http_scoped_agent_stays_in_its_scope(
         assert f"no bullet with id '{other}'" in error_text(hidden)
         with pytest.raises(MCPError, match="no bullet"):
             await client.read_resource(f"playbook://lessons/{other}")
-        cite = {"ticket": "API-1", "lesson_ids": [other], "kind": "cited"}
+        cite = {"ticket": "acme/api#1", "lesson_ids": [other], "kind": "cited"}
         assert "no bullet" in error_text(await client.call_tool("record_usage", cite))
         found = await client.call_tool("search_lessons", {"query": "Kafka consumer group schema"})
         assert found.structured_content["lessons"] == []
@@ -414,12 +414,12 @@ def test_http_scoped_agent_stays_in_its_scope(
             "propose_lesson",
             {
                 "text": "Version every public API route under /v1 from the start",
-                "learned_from": "API-1",
+                "learned_from": "acme/api#1",
                 "scope": "other/repo",
             },
         )
         assert proposed.structured_content["lesson"]["scope"] == "acme/api"
-        assert proposed.structured_content["lesson"]["learned_from"] == "API-1"
+        assert proposed.structured_content["lesson"]["learned_from"] == "acme/api#1"
 
     run(lambda: connect(served, SCOPED, body, mode))
     assert counters(engine, other) == (0, 0)
