@@ -143,22 +143,38 @@ def import_rules(
         for remark in one.parsed.notes:
             note(f"{one.name}: {remark}")
     summary = _summary(planned, loaded, not_read, dry_run=dry_run)
-    if as_json:
-        report = _as_json(planned, loaded, summary, dry_run=dry_run)
-        report["not_read"] = [{"file": skip.name, "reason": skip.reason} for skip in not_read]
-        echo_json(report)
-    else:
-        for skip in not_read:
-            click.echo(f"{skip.name}: not read, {skip.reason}")
-        for line in _lines(planned, loaded, dry_run=dry_run):
-            click.echo(line)
-        click.echo(summary)
+    # A refused item's text is scanned again before it is shown: one scanner set-up for all.
+    with secrets.scanning():
+        _report(planned, loaded, not_read, summary, dry_run=dry_run, as_json=as_json)
     if planned.status == "proposed" and planned.of(imports.ADD):
         would = "would wait" if dry_run else "wait"
         note(
             f"proposed lessons {would} for a maintainer to approve them on /ui/proposals "
             "(or `playbook-bot approve pb-N`)"
         )
+
+
+def _report(
+    planned: imports.Plan,
+    loaded: Sequence[_Loaded],
+    not_read: Sequence[_NotRead],
+    summary: str,
+    *,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Print the report: a line per item, skipped piece and file not read, then the summary;
+    or all of it as JSON."""
+    if as_json:
+        report = _as_json(planned, loaded, summary, dry_run=dry_run)
+        report["not_read"] = [{"file": skip.name, "reason": skip.reason} for skip in not_read]
+        echo_json(report)
+        return
+    for skip in not_read:
+        click.echo(f"{skip.name}: not read, {skip.reason}")
+    for line in _lines(planned, loaded, dry_run=dry_run):
+        click.echo(line)
+    click.echo(summary)
 
 
 def _repo_scope(ctx: Context, repo: str) -> str:
