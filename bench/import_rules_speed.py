@@ -77,6 +77,9 @@ def fresh_database(base: str | None, folder: Path) -> tuple[str, Any]:
     with engine.begin() as connection:
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+    migrated = db.make_engine(url.render_as_string(hide_password=False))
+    db.upgrade(migrated)  # SQLite creates its schema at first use; PostgreSQL is migrated
+    migrated.dispose()
 
     def drop() -> None:
         with engine.begin() as connection:
