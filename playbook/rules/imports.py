@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
@@ -90,12 +91,18 @@ class _Index:
     """Word sets of lessons or items, to find the one a text near-duplicates without comparing
     every pair: a file of 100k items costs a pass, not 100k queries and 5 billion pairs.
 
-    A text A near-duplicates B when they share DUPLICATE_OVERLAP of the larger word set:
-    at least `_need(|A|)` of A's words. Under four words (`_FEWEST_LOOKED_UP`) only the
-    same set of words shares that much: a dictionary lookup. Otherwise A and B both hold
-    the first of their shared words in ``order`` among their first `_prefix` words (a prefix
-    filter): only those are indexed and looked up, and ``order`` puts a file's rarest words
-    first, so each lookup reads short lists. Exact: every pair it skips shares too few words.
+    A text A near-duplicates B when they share DUPLICATE_OVERLAP of the larger word set, so
+    at least `_need(|B|)` of B's words, and their sizes differ by that ratio at most. Exact,
+    by three lookups, each finding every pair it is used for:
+
+    - under four words (`_FEWEST_LOOKED_UP`) only the same set of words shares that much:
+      a dictionary of sets;
+    - a set of up to `_SUBSETS_UP_TO` words is indexed under each of its subsets of
+      `_need(|B|)` words (a few dozen), and a text whose partners are all that short looks
+      up its own subsets of those sizes: only real partners come back, whatever the words;
+    - every set is also indexed under the first words of a prefix filter (in ``order``,
+      a file's rarest words first): a longer text and its partner both hold the first word
+      they share among their first `len - _need(len) + 1` words.
     """
 
     def __init__(self, order: dict[str, int]) -> None:
@@ -103,6 +110,7 @@ class _Index:
         self.keys: list[str] = []
         self.words: list[frozenset[str]] = []
         self.same: dict[frozenset[str], int] = {}
+        self.subsets: dict[tuple[str, ...], list[int]] = {}
         self.postings: dict[str, list[int]] = {}
 
     def prefix(self, words: frozenset[str]) -> list[str]:
@@ -118,6 +126,10 @@ class _Index:
         self.keys.append(key)
         self.words.append(words)
         self.same.setdefault(words, position)
+        size = len(words)
+        if _FEWEST_LOOKED_UP <= size <= _SUBSETS_UP_TO:
+            for subset in combinations(sorted(words), _need(size)):
+                self.subsets.setdefault(subset, []).append(position)
         for word in self.prefix(words) if prefix is None else prefix:
             self.postings.setdefault(word, []).append(position)
 
@@ -131,20 +143,38 @@ class _Index:
         if same is not None:
             return self.keys[same], 1.0  # the most any overlap is, and the first such key
         size = len(words)
-        candidates = sorted(
-            {
+        if size < _FEWEST_LOOKED_UP:
+            return None
+        partners = _partner_sizes(size)
+        if partners[-1] <= _SUBSETS_UP_TO:
+            ordered = sorted(words)
+            found = {
                 i
-                for word in (self.prefix(words) if prefix is None else prefix)
-                for i in self.postings.get(word, ())
+                for shared in sorted({_need(other) for other in partners if _need(other) <= size})
+                for subset in combinations(ordered, shared)
+                for i in self.subsets.get(subset, ())
             }
-        )
+        else:
+            looked_up = self.prefix(words) if prefix is None else prefix
+            found = {i for word in looked_up for i in self.postings.get(word, ())}
         best: tuple[str, float] | None = None
-        for i in candidates:
+        for i in sorted(found):
             other = self.words[i]
             overlap = len(words & other) / max(size, len(other))
             if overlap >= lifecycle.DUPLICATE_OVERLAP and (best is None or overlap > best[1]):
                 best = (self.keys[i], overlap)
         return best
+
+
+def _partner_sizes(size: int) -> list[int]:
+    """The sizes of word sets a set of ``size`` words may near-duplicate (ascending)."""
+    low = max(1, int(size * lifecycle.DUPLICATE_OVERLAP) - 1)
+    high = int(size / lifecycle.DUPLICATE_OVERLAP) + 2 if lifecycle.DUPLICATE_OVERLAP else size
+    return [
+        other
+        for other in range(low, high + 1)
+        if min(size, other) / max(size, other) >= lifecycle.DUPLICATE_OVERLAP
+    ]
 
 
 def _need(count: int) -> int:
@@ -168,6 +198,8 @@ def _fewest_looked_up() -> int:
 
 _MAX_WORDS = 10_000
 _FEWEST_LOOKED_UP = _fewest_looked_up()
+# Sets of up to this many words are indexed by their subsets: C(12, 2) = 66 keys at most.
+_SUBSETS_UP_TO = 12
 
 
 def _retired(session: Session, scope: str) -> dict[str, str]:

@@ -177,3 +177,34 @@ def test_the_same_import_again_adds_nothing(engine: Engine) -> None:
     assert first.of(imports.ADD)
     assert again.of(imports.ADD) == []
     assert len(again.of(imports.INVALID)) == len(first.of(imports.INVALID))
+
+
+def dense(count: int, vocabulary: int, seed: int, sizes: tuple[int, ...]) -> RuleSource:
+    """Items of ``sizes`` words drawn from a few dozen: most pairs share many words, the shape
+    that makes a filter on shared words read long lists."""
+    rng = random.Random(seed)
+    words = _WORDS[:vocabulary]
+    texts = [" ".join(rng.sample(words, rng.choice(sizes))) for _ in range(count)]
+    return RuleSource(
+        "AGENTS.md",
+        [Item(text, (), line) for line, text in enumerate(texts, start=1)],
+        "AGENTS.md@2026-11-02",
+    )
+
+
+def test_items_sharing_most_of_their_words_plan_as_one_by_one(engine: Engine) -> None:
+    source = dense(2_000, 30, seed=3, sizes=(4, 5, 6, 8, 10, 12, 14))
+    expected = one_by_one(engine, source)
+    with transaction(engine) as session:
+        planned = imports.plan(session, [source], scope=SCOPE, max_chars=MAX_CHARS)
+    assert [(e.outcome, e.duplicate_of, e.problem) for e in planned.entries] == expected
+    assert planned.of(imports.REPEAT) and planned.of(imports.ADD)
+
+
+def test_a_file_of_dense_items_is_planned_without_comparing_every_pair(engine: Engine) -> None:
+    # The old in-file check compared each item with every earlier one sharing a common word;
+    # up to ten words, each item now looks up its own subsets of the words a partner shares.
+    source = dense(30_000, 40, seed=4, sizes=(4, 5, 6, 7, 8, 9, 10))
+    with hang_guard(300, "planning 30,000 dense items"), transaction(engine) as session:
+        planned = imports.plan(session, [source], scope=SCOPE, max_chars=MAX_CHARS)
+    assert len(planned.entries) == 30_000
