@@ -94,7 +94,13 @@ def embed(client: OpenAI, model: str, texts: Sequence[str]) -> Embedded:
         ) from None
     latency = time.monotonic() - started
     usage = getattr(response, "usage", None)
-    spent = Usage(1, int(getattr(usage, "prompt_tokens", 0) or 0), 0)
+    # The server's count, bounded by what the texts can be (a hostile count spends no budget).
+    spent = model_client.charged(
+        getattr(usage, "prompt_tokens", 0),
+        0,
+        most_prompt=model_client.most_prompt_tokens(texts),
+        max_tokens=0,
+    )
     try:
         found = _vectors(response, len(texts))
     except ValueError as problem:

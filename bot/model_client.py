@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -38,9 +38,17 @@ MAX_ECHOED_CHARS = 4000
 # A server's own error text (a 400's "context length exceeded") is kept this long at most.
 MAX_DETAIL_CHARS = 200
 # A reasoning model's thoughts (<think>...</think>) and a Markdown fence around the JSON are
-# what local models add most often even in JSON mode; neither is the answer.
-_THINKING = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)
+# what local models add most often even in JSON mode; neither is the answer. They are taken
+# off with str.find and str.strip, never a regular expression: the answer is outside text, and
+# the old fence pattern backtracked for seconds on "```json" and a few thousand newlines.
+_THINK_OPEN, _THINK_CLOSE, _FENCE = "<think>", "</think>", "```"
+# The longest answer parsed. Every prompt asks for at most 1,500 tokens, about 6,000
+# characters; an answer far past that is a broken or hostile server, refused unread.
+MAX_ANSWER_CHARS = 200_000
+# What a token can hold at most when the count is checked against what was asked: byte-level
+# tokenizers never put less than one byte in a token, so a prompt of N UTF-8 bytes is at most
+# N tokens, plus a few for each message's role and separators.
+TOKENS_PER_MESSAGE = 8
 
 
 @dataclass(frozen=True)
@@ -299,12 +307,47 @@ def _response_format(schema: type[pydantic.BaseModel], kind: str) -> dict[str, A
 
 
 def _json_text(content: str | None) -> str:
-    """The JSON in an answer: without a leading <think> block or a Markdown fence around it."""
+    """The JSON in an answer: without a leading <think> block or a Markdown fence around it.
+
+    Linear in the answer's length whatever its shape; ValueError for no content or one over
+    MAX_ANSWER_CHARS (checked before anything reads it).
+    """
     if content is None:
         raise ValueError("the answer had no content")
-    text = _THINKING.sub("", content, count=1).strip()
-    fenced = _FENCE.match(text)
-    return fenced.group(1) if fenced else text
+    if len(content) > MAX_ANSWER_CHARS:
+        raise ValueError(
+            f"the answer was {len(content):,} characters, over the {MAX_ANSWER_CHARS:,} "
+            "an answer may have"
+        )
+    text = content.lstrip()
+    if text.startswith(_THINK_OPEN):
+        # Unclosed thoughts are left as they are: the JSON check then names the problem.
+        end = text.find(_THINK_CLOSE, len(_THINK_OPEN))
+        if end != -1:
+            text = text[end + len(_THINK_CLOSE) :]
+    return _unfenced(text.strip())
+
+
+def _unfenced(text: str) -> str:
+    """``text`` without a Markdown fence around all of it (```json ... ```), else as it is.
+
+    ``text`` is stripped. The opening fence is three backticks, an optional ASCII language
+    name, then blanks up to the end of that line; the closing one ends the text. What lies
+    between, without the blanks before the closing fence, is the answer.
+    """
+    if len(text) < 2 * len(_FENCE) or not text.startswith(_FENCE) or not text.endswith(_FENCE):
+        return text
+    closing = len(text) - len(_FENCE)
+    at = len(_FENCE)
+    while at < closing and text[at].isascii() and text[at].isalpha():
+        at += 1  # the language name
+    blanks_end = at
+    while blanks_end < closing and text[blanks_end].isspace():
+        blanks_end += 1
+    newline = text.rfind("\n", at, blanks_end)
+    if newline == -1:
+        return text  # "```json {...}```" on one line, or a name with other characters
+    return text[newline + 1 : closing].rstrip()
 
 
 def _problem(error: Exception, finish_reason: str | None) -> str:
@@ -352,17 +395,62 @@ def _call(
             f"the endpoint at {_where(client)} did not answer with a chat completion",
         )
     usage = getattr(completion, "usage", None)
-    spent = Usage(
-        1,
-        getattr(usage, "prompt_tokens", 0) or 0,
-        getattr(usage, "completion_tokens", 0) or 0,
+    asked = [str(message.get("content") or "") for message in messages]
+    spent = charged(
+        getattr(usage, "prompt_tokens", 0),
+        getattr(usage, "completion_tokens", 0),
+        # A JSON Schema sent as the response format is read as part of the prompt.
+        most_prompt=most_prompt_tokens([*asked, json.dumps(response_format)]),
+        max_tokens=max_tokens,
     )
+    if spent.total_tokens < _tokens(usage):
+        log.warning(
+            "model %s reported %d tokens for one request, more than it could use; counted %d",
+            model,
+            _tokens(usage),
+            spent.total_tokens,
+        )
     choice = choices[0]
     return _Attempt(
         content=choice.message.content,
         usage=spent,
         model=completion.model or model,
         finish_reason=choice.finish_reason,
+    )
+
+
+def charged(
+    prompt_tokens: object, completion_tokens: object, *, most_prompt: int, max_tokens: int
+) -> Usage:
+    """What one request counts against the budget: the usage the server reports, bounded by
+    what the request could have used (``most_prompt`` from `most_prompt_tokens`).
+
+    The server's numbers are outside input: a broken or hostile one reporting millions of
+    tokens for one answer would spend the day's budget and stop every model job until the
+    next day. No answer is longer than ``max_tokens``, and no prompt has more tokens than
+    `most_prompt_tokens` says, so a request counts at most that, a refused answer too.
+    """
+    return Usage(
+        1,
+        min(_count(prompt_tokens), max(0, most_prompt)),
+        min(_count(completion_tokens), max(0, max_tokens)),
+    )
+
+
+def most_prompt_tokens(texts: Iterable[str]) -> int:
+    """The most tokens a prompt of ``texts`` (messages, or embedding inputs) can be counted as."""
+    return sum(len(text.encode("utf-8", "surrogatepass")) + TOKENS_PER_MESSAGE for text in texts)
+
+
+def _count(value: object) -> int:
+    """A reported token count as a count: a non-negative int, anything else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _tokens(usage: Any) -> int:
+    """The tokens a completion's usage object reports, as counts."""
+    return _count(getattr(usage, "prompt_tokens", 0)) + _count(
+        getattr(usage, "completion_tokens", 0)
     )
 
 

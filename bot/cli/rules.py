@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from bot import local_files
 from bot.cli.base import Context, UserError, echo_json, github_errors, note, pass_context
 from playbook.lessons import fields, secrets
 from playbook.lessons.fields import FieldProblem
@@ -48,6 +49,19 @@ _NOT_SEARCHED = frozenset(
 )
 _SHOWN_CHARS = 100
 _KNOWN = ", ".join(RULE_FILES)
+
+
+@dataclass(frozen=True)
+class _NotRead:
+    """A rule file (or folder) of a folder given that was not read, and why."""
+
+    name: str
+    reason: str
+    folder: Path
+
+
+# Why a folder (or file) reached through a link out of the folder given is not read.
+_LINKED_OUT = "a symbolic link to a folder outside {}"
 
 
 @dataclass(frozen=True)
@@ -106,9 +120,10 @@ def import_rules(
     max_chars = ctx.settings.max_lesson_chars
     if repo:
         full_name, loaded = _from_github(ctx.settings, repo, max_chars)
+        not_read = []
         scope = _repo_scope(ctx, full_name) if scope is None else scope
     else:
-        loaded = _from_disk(paths, max_chars)
+        loaded, not_read = _from_disk(paths, max_chars)
         scope = "global" if scope is None else scope
     sources = [
         RuleSource(one.name, one.parsed.items, one.learned_from, one.source_url) for one in loaded
@@ -127,19 +142,39 @@ def import_rules(
     for one in loaded:
         for remark in one.parsed.notes:
             note(f"{one.name}: {remark}")
-    summary = _summary(planned, loaded, dry_run=dry_run)
-    if as_json:
-        echo_json(_as_json(planned, loaded, summary, dry_run=dry_run))
-    else:
-        for line in _lines(planned, loaded, dry_run=dry_run):
-            click.echo(line)
-        click.echo(summary)
+    summary = _summary(planned, loaded, not_read, dry_run=dry_run)
+    # A refused item's text is scanned again before it is shown: one scanner set-up for all.
+    with secrets.scanning():
+        _report(planned, loaded, not_read, summary, dry_run=dry_run, as_json=as_json)
     if planned.status == "proposed" and planned.of(imports.ADD):
         would = "would wait" if dry_run else "wait"
         note(
             f"proposed lessons {would} for a maintainer to approve them on /ui/proposals "
             "(or `playbook-bot approve pb-N`)"
         )
+
+
+def _report(
+    planned: imports.Plan,
+    loaded: Sequence[_Loaded],
+    not_read: Sequence[_NotRead],
+    summary: str,
+    *,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Print the report: a line per item, skipped piece and file not read, then the summary;
+    or all of it as JSON."""
+    if as_json:
+        report = _as_json(planned, loaded, summary, dry_run=dry_run)
+        report["not_read"] = [{"file": skip.name, "reason": skip.reason} for skip in not_read]
+        echo_json(report)
+        return
+    for skip in not_read:
+        click.echo(f"{skip.name}: not read, {skip.reason}")
+    for line in _lines(planned, loaded, dry_run=dry_run):
+        click.echo(line)
+    click.echo(summary)
 
 
 def _repo_scope(ctx: Context, repo: str) -> str:
@@ -156,49 +191,92 @@ def _repo_scope(ctx: Context, repo: str) -> str:
 # --- local files ----------------------------------------------------------------------------
 
 
-def _from_disk(paths: Sequence[Path], max_chars: int) -> list[_Loaded]:
-    """Every rule file the paths name or hold, read and parsed; UserError before any write."""
-    found: dict[Path, tuple[Path, str]] = {}
+def _from_disk(paths: Sequence[Path], max_chars: int) -> tuple[list[_Loaded], list[_NotRead]]:
+    """Every rule file the paths name or hold, read and parsed; UserError before any write.
+
+    Nothing outside the folders given is read: a rule file in a folder that is a symbolic
+    link out of it, a loop of links, a FIFO or a device is not read but named, with why
+    (`bot.local_files`). A file named directly must be inside its own folder.
+    """
+    found: dict[Path, tuple[Path, str, Path, str]] = {}
+    not_read: list[_NotRead] = []
     for given in paths:
-        if not given.exists():
+        if not given.exists() and not given.is_symlink():
             raise UserError(f"{given} does not exist")
         if given.is_dir():
-            inside = list(_rule_files(given))
-            if not inside:
+            root = given.resolve()
+            inside = _rule_files(given, root, not_read)
+            if not inside and not any(skip.folder == given for skip in not_read):
                 raise UserError(f"{given} holds no rule files ({_KNOWN})")
             for path in inside:
-                found.setdefault(path.resolve(), (path, path.relative_to(given).as_posix()))
+                relative = path.relative_to(given).as_posix()
+                found.setdefault(_key(path), (path, relative, root, given.as_posix()))
         elif kind_of(given) is None:
             raise UserError(f"{given} is not a rule file ({_KNOWN})")
         else:
-            found.setdefault(given.resolve(), (given, _relative(given)))
-    return [_read_local(path, relative, max_chars) for path, relative in found.values()]
+            root = given.absolute().parent.resolve()
+            found.setdefault(_key(given), (given, _relative(given), root, ""))
+    loaded: list[_Loaded] = []
+    for path, relative, root, shown_root in found.values():
+        try:
+            loaded.append(_read_local(path, relative, max_chars, root, shown_root))
+        except local_files.Refused as refused:
+            if not shown_root:  # named on the command line: that file or nothing
+                raise UserError(f"cannot read {path.as_posix()}: {refused.reason}") from None
+            not_read.append(_NotRead(path.as_posix(), refused.reason, Path(shown_root)))
+    return loaded, not_read
 
 
-def _rule_files(folder: Path) -> Iterator[Path]:
-    """The rule files of a checkout: its root's, its `.cursor/rules`, and nested AGENTS.md."""
-    count = 0
+def _key(path: Path) -> Path:
+    """The file a path stands for, so a link to a file given too is read once."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop: read (and refused) once, by its own name
+        return path.absolute()
+
+
+def _rule_files(folder: Path, root: Path, not_read: list[_NotRead]) -> list[Path]:
+    """The rule files of a checkout: its root's, its `.cursor/rules`, and nested AGENTS.md.
+
+    Links among them are returned for `_read_local` to check; a folder that is a link out
+    of ``root`` is not searched, and is named in ``not_read``.
+    """
+    found: list[Path] = []
     for name in ROOT_FILES:
-        if (folder / name).is_file():
-            count += 1
-            yield folder / name
+        if os.path.lexists(folder / name) and not _real_folder(folder / name):
+            found.append(folder / name)
     rules = folder / CURSOR_RULES
     if folder.resolve().parts[-2:] == tuple(CURSOR_RULES.split("/")):
         rules = folder  # `import-rules .cursor/rules`
-    if rules.is_dir():
+    if rules.is_dir() and not local_files.inside(rules, root):
+        shown = rules.relative_to(folder).as_posix() if rules != folder else rules.as_posix()
+        not_read.append(_NotRead(shown, _LINKED_OUT.format(folder.as_posix()), folder))
+    elif rules.is_dir():
         for path in sorted(rules.iterdir()):
-            if path.suffix.lower() == ".mdc" and path.is_file() and count < MAX_RULE_FILES:
-                count += 1
-                yield path
-    for root, folders, files in os.walk(folder):
+            if path.suffix.lower() == ".mdc" and not _real_folder(path):
+                found.append(path)
+                if len(found) >= MAX_RULE_FILES:
+                    return found
+    for top, folders, files in os.walk(folder):
         # Hidden folders hold tools' state, not a team's rules; symbolic links are not followed.
+        here = Path(top)
         folders[:] = sorted(f for f in folders if f not in _NOT_SEARCHED and f[:1] != ".")
-        if Path(root) == folder:
+        for name in folders:
+            if (here / name).is_symlink() and not local_files.inside(here / name, root):
+                # Never walked (os.walk follows no links); named, since it may hold rules.
+                shown = (here / name).relative_to(folder).as_posix()
+                not_read.append(_NotRead(shown, _LINKED_OUT.format(folder.as_posix()), folder))
+        if here == folder:
             continue  # the root's AGENTS.md is among ROOT_FILES
         for name in sorted(files):
-            if kind_of(name) == AGENTS and count < MAX_RULE_FILES:
-                count += 1
-                yield Path(root) / name
+            if kind_of(name) == AGENTS and len(found) < MAX_RULE_FILES:
+                found.append(here / name)
+    return found[:MAX_RULE_FILES]
+
+
+def _real_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder itself (not a link to one: that is read, and refused)."""
+    return path.is_dir() and not path.is_symlink()
 
 
 def _relative(path: Path) -> str:
@@ -211,17 +289,15 @@ def _relative(path: Path) -> str:
         return path.name
 
 
-def _read_local(path: Path, relative: str, max_chars: int) -> _Loaded:
+def _read_local(path: Path, relative: str, max_chars: int, root: Path, shown_root: str) -> _Loaded:
+    """A rule file read (inside ``root`` only) and parsed; Refused when it is not read."""
     name = path.as_posix()
-    try:
-        status = path.stat()
-        if status.st_size > MAX_FILE_BYTES:
-            raise UserError(f"{name} has {RuleFileTooLarge.about(status.st_size)}")
-        with path.open("rb") as stream:
-            data = stream.read(MAX_FILE_BYTES + 1)  # bounded, should it grow meanwhile
-        changed = datetime.fromtimestamp(status.st_mtime, UTC)
-    except OSError as error:
-        raise UserError(f"cannot read {name} ({error.strerror})") from None
+    data, status = local_files.read_inside(
+        path, root, MAX_FILE_BYTES, shown_root=shown_root or "its folder"
+    )
+    if max(status.st_size, len(data)) > MAX_FILE_BYTES:
+        raise UserError(f"{name} has {RuleFileTooLarge.about(max(status.st_size, len(data)))}")
+    changed = datetime.fromtimestamp(status.st_mtime, UTC)
     try:
         parsed = parse(data, kind_of(path), max_chars=max_chars)
     except RuleFileTooLarge as error:
@@ -341,7 +417,13 @@ def _refused_text(entry: imports.Entry) -> str:
     return f"(not shown: it holds {found.findings[0].label})" if found.findings else found.text
 
 
-def _summary(planned: imports.Plan, loaded: Sequence[_Loaded], *, dry_run: bool) -> str:
+def _summary(
+    planned: imports.Plan,
+    loaded: Sequence[_Loaded],
+    not_read: Sequence[_NotRead] = (),
+    *,
+    dry_run: bool,
+) -> str:
     """One line: added (or would add), from how many files, skipped, near-duplicates."""
     added = len(planned.of(imports.ADD))
     skipped = sum(len(one.parsed.skipped) for one in loaded) + len(planned.of(imports.INVALID))
@@ -351,6 +433,8 @@ def _summary(planned: imports.Plan, loaded: Sequence[_Loaded], *, dry_run: bool)
         f"{verb} {_plural(added, 'lesson')} ({planned.status}) from "
         f"{_plural(len(loaded), 'file')}; skipped {skipped}; {_plural(near, 'near-duplicate')}"
     )
+    if not_read:
+        line += f"; {len(not_read)} not read (links out of the folder, FIFOs, devices)"
     return f"{line} (dry run: nothing was written)" if dry_run else line
 
 

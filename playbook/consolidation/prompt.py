@@ -48,7 +48,7 @@ class MergeAnswer(BaseModel):
 
 
 # A marker written inside the data, in any case or spacing, would end it early for the model.
-_MARKER = re.compile(r"<\s*(/?)\s*lessons\s*>", re.IGNORECASE)
+_MARKER = re.compile(r"<\s*+(/?)\s*+lessons\s*+>", re.IGNORECASE)  # possessive: linear
 
 
 def _quoted(text: str) -> str:

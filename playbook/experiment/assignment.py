@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +27,6 @@ MAX_PERCENT = 50
 # Buckets per percent point: a percentage with two decimals would still map exactly.
 _BUCKETS = 10_000
 _SALT_ROW = 1
-_GITHUB_KEY = re.compile(r"(?P<repo>[^#\s]+/[^#\s]+)#0*(?P<number>[0-9]+)")
 
 
 @dataclass(frozen=True)
@@ -61,10 +59,30 @@ def canonical(ticket_key: str) -> str:
     must land in the same arm.
     """
     key = ticket_key.strip()
-    github = _GITHUB_KEY.fullmatch(key)
+    github = _github_key(key)
     if github:
-        return f"{github['repo'].lower()}#{int(github['number'])}"
+        return f"{github[0].lower()}#{github[1]}"
     return key.upper()
+
+
+def _github_key(key: str) -> tuple[str, int] | None:
+    """``owner/repo#12`` as (``owner/repo``, 12); None for any other shape.
+
+    String code, not ``[^#\\s]+/[^#\\s]+#[0-9]+``: that pattern tries every "/" of a long
+    key without a "#" against the rest of it, quadratic in the key's length.
+    """
+    repo, hash_sign, number = key.partition("#")
+    slash = repo.find("/", 1)
+    if (
+        not hash_sign
+        or not number.isascii()
+        or not number.isdigit()
+        or slash == -1
+        or slash == len(repo) - 1
+        or any(character.isspace() for character in repo)
+    ):
+        return None
+    return repo, int(number)
 
 
 def _checked(percent: int) -> int:

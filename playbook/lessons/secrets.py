@@ -20,6 +20,7 @@ import re
 import threading
 import warnings
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,18 +243,54 @@ def _windows(line: str) -> Iterator[tuple[int, str]]:
         yield start, line[start : start + _WINDOW]
 
 
+# Set on the thread inside `scanning`: the exit stack that holds the lock and the library's
+# settings once a line needs them (None outside), and whether it holds them yet.
+_batch = threading.local()
+
+
+@contextmanager
+def scanning() -> Iterator[None]:
+    """Scan many texts under one set-up of the library (~0.3 ms each time, far more than a
+    short line's scan): for a caller checking thousands of texts in a row, such as an import.
+
+    The set-up happens at the first line that needs the library, if any; other threads'
+    scans wait from then until the block ends, since its settings are process-wide.
+    """
+    if getattr(_batch, "stack", None) is not None:
+        yield
+        return
+    stack = ExitStack()
+    _batch.stack, _batch.held = stack, False
+    try:
+        yield
+    finally:
+        _batch.stack = None
+        stack.close()
+
+
 def _library_findings(lines: list[str]) -> list[list[Any]]:
     """The library's findings in each line; none, without asking it, where no cue is."""
     cued = [_may_hold_library_credential(line) for line in lines]
     if not any(cued):
         return [[] for _ in lines]
     library = _load()
-    # The library's settings are process-wide state, so one scan at a time.
-    with _lock, library["transient_settings"](library["settings"]):
-        return [
-            list(library["scan_line"](line)) if cue else []
-            for line, cue in zip(lines, cued, strict=True)
-        ]
+    stack: ExitStack | None = getattr(_batch, "stack", None)
+    if stack is None:
+        # The library's settings are process-wide state, so one scan at a time.
+        with _lock, library["transient_settings"](library["settings"]):
+            return _scanned(library, lines, cued)
+    if not _batch.held:
+        stack.enter_context(_lock)
+        stack.enter_context(library["transient_settings"](library["settings"]))
+        _batch.held = True
+    return _scanned(library, lines, cued)
+
+
+def _scanned(library: dict[str, Any], lines: list[str], cued: list[bool]) -> list[list[Any]]:
+    return [
+        list(library["scan_line"](line)) if cue else []
+        for line, cue in zip(lines, cued, strict=True)
+    ]
 
 
 def _spans(line: str, library: list[Any]) -> Iterator[tuple[str, str, int, int]]:

@@ -93,7 +93,7 @@ def without_credentials(text: str) -> str:
 
 
 # A marker written inside the data, in any case or spacing, would end it early for the model.
-_MARKER = re.compile(r"<\s*(/?)\s*work\s*>", re.IGNORECASE)
+_MARKER = re.compile(r"<\s*+(/?)\s*+work\s*+>", re.IGNORECASE)  # possessive: linear
 
 
 def _quoted(text: str) -> str:

@@ -60,7 +60,7 @@ class ReflectionAnswer(BaseModel):
 
 
 # A marker written inside the data, in any case or spacing, would end it early for the model.
-_MARKER = re.compile(r"<\s*(/?)\s*feedback\s*>", re.IGNORECASE)
+_MARKER = re.compile(r"<\s*+(/?)\s*+feedback\s*+>", re.IGNORECASE)  # possessive: linear
 # What stands in for a credential: the model is a server of its own, maybe someone else's.
 MASK = secrets.REMOVED
 

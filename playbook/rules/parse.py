@@ -160,7 +160,9 @@ def parse(
     root = SyntaxTreeNode(_MARKDOWN.parse("\n".join(lines)))
     walk.title = _title(root.children)
     walk.intro = any(node.type == "heading" and node is not walk.title for node in root.children)
-    walk.blocks(root.children, ())
+    # Every skipped piece's excerpt is scanned for credentials: one scanner set-up for all.
+    with secrets.scanning():
+        walk.blocks(root.children, ())
     return ParsedRules(
         kind=kind,
         items=tuple(sorted(walk.items, key=lambda item: item.line)),

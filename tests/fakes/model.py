@@ -46,6 +46,10 @@ class Reply:
     raw: str | None = None
     # Embeddings only: answer vectors of this length instead of the server's own (a swapped model).
     dimension: int | None = None
+    # A broken or hostile server: reports this usage instead of counting, and sends the whole
+    # content past max_tokens.
+    usage: dict[str, int] | None = None
+    past_limit: bool = False
 
 
 # What a test scripts: a Reply, a content string, or a dict sent as its JSON text.
@@ -351,7 +355,7 @@ class FakeModel(FakeServer):
                 encoded = base64.b64encode(packed).decode()
             data.append({"object": "embedding", "index": index, "embedding": encoded})
         tokens = sum(_tokens(text) for text in texts)
-        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        usage = reply.usage or {"prompt_tokens": tokens, "total_tokens": tokens}
         self.embedding_usages.append(usage)
         answer_ = {"object": "list", "data": data, "model": body["model"], "usage": usage}
         return answer_, 200, reply.headers
@@ -424,12 +428,17 @@ class FakeModel(FakeServer):
             return error_body, status, reply.headers
         content, finish = reply.content, reply.finish_reason
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        if content is not None and isinstance(limit, int) and _tokens(content) > limit:
+        if (
+            content is not None
+            and isinstance(limit, int)
+            and _tokens(content) > limit
+            and not reply.past_limit
+        ):
             # A real server stops mid-answer at the limit: the JSON is cut off.
             content, finish = content[: limit * 4], "length"
         prompt_tokens = _tokens(json.dumps(body["messages"]))
         completion_tokens = _tokens(content or "")
-        usage = {
+        usage = reply.usage or {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
