@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, transitions
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import characters, fields, replacements, secrets
 from playbook.lessons.checks import check_fields, check_status
@@ -292,6 +292,10 @@ def _apply(
         setattr(bullet, key, value)
     if snapshot(bullet) == before:
         return Change(bullet, None)
+    if bullet.status != before["status"]:
+        # The one place a lesson's status is written: conditional on the status the caller
+        # decided on, so of twenty concurrent restores one writes and the others get a 409.
+        transitions.require(session, bullet, before["status"], bullet.status, what=bullet.id)
     return _finish(session, bullet, action, actor, reason, before)
 
 

@@ -1,0 +1,55 @@
+"""Status transitions written as conditional updates: of two writers that read the same status,
+only the first moves it; the other is told it lost, whatever the database's isolation level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import inspect, update
+from sqlalchemy.orm import Session
+
+from playbook.errors import InvalidTransition
+
+
+class Conflict(InvalidTransition):
+    """Another writer changed the status between this one's read and its write.
+
+    An InvalidTransition, so every door answers it as it answers a wrong status (409, a reply
+    saying what to do): the loser of a race is told the same thing as one who came later.
+    """
+
+
+def claim(session: Session, row: Any, expected: str, new: str) -> bool:
+    """Move ``row``'s status from ``expected`` to ``new`` in the database, only if it still is
+    ``expected`` there; False when another writer moved it first.
+
+    The status a caller decided on was read earlier, and on PostgreSQL (read committed) twenty
+    writers can all read "accepted" before any commits. ``UPDATE ... WHERE status = :expected``
+    takes the row lock and re-checks the status on the newest committed row, so exactly one
+    writer sees a row to update. SQLite opens every write transaction with BEGIN IMMEDIATE,
+    so there the check always holds.
+    """
+    mapper = inspect(type(row))
+    keys = mapper.primary_key
+    identity = inspect(row).identity
+    if identity is None:  # added in this transaction: nobody else can see it yet
+        return True
+    table = type(row)
+    statement = update(table).where(
+        *(column == value for column, value in zip(keys, identity, strict=True))
+    )
+    statement = statement.where(table.status == expected).values(status=new)
+    # The ORM object is set by the caller (with its other fields); the identity map must not be
+    # synchronised from this statement, which only guards and locks the row.
+    with session.no_autoflush:
+        result = session.execute(statement.execution_options(synchronize_session=False))
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def require(session: Session, row: Any, expected: str, new: str, *, what: str) -> None:
+    """`claim`, raising Conflict (a 409 at every door) when another writer got there first."""
+    if not claim(session, row, expected, new):
+        raise Conflict(
+            f"{what} changed while this request ran (it is no longer {expected}); "
+            "look at it again and retry if still needed"
+        )
