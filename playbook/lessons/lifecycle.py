@@ -266,19 +266,6 @@ def add(
     return AddResult(bullet=bullet, created=True, similar=similar)
 
 
-def _finish(
-    session: Session,
-    bullet: Bullet,
-    action: str,
-    actor: str,
-    reason: str | None,
-    before: dict[str, Any],
-) -> Change:
-    bullet.updated_at = clock.now()
-    bullet.version = bump_version(session)
-    return Change(bullet, _record(session, bullet, action, actor, reason, before))
-
-
 def _apply(
     session: Session,
     bullet: Bullet,
@@ -292,11 +279,19 @@ def _apply(
         setattr(bullet, key, value)
     if snapshot(bullet) == before:
         return Change(bullet, None)
-    if bullet.status != before["status"]:
-        # The one place a lesson's status is written: conditional on the status the caller
-        # decided on, so of twenty concurrent restores one writes and the others get a 409.
-        transitions.require(session, bullet, before["status"], bullet.status, what=bullet.id)
-    return _finish(session, bullet, action, actor, reason, before)
+    with session.no_autoflush:
+        # The playbook's version row first, then the lesson's: every lesson writer (and `add`)
+        # takes the two locks in this one order on PostgreSQL, so none waits on another in a
+        # cycle. Without no_autoflush the new values would be written (and locked) first.
+        version = bump_version(session)
+        if bullet.status != before["status"]:
+            # The one place a lesson's status is written: conditional on the status the
+            # caller decided on, so of twenty concurrent restores one writes and the others
+            # get a 409 (transitions.Conflict) instead of each adding a `restore` revision.
+            transitions.require(session, bullet, before["status"], bullet.status, what=bullet.id)
+    bullet.updated_at = clock.now()
+    bullet.version = version
+    return Change(bullet, _record(session, bullet, action, actor, reason, before))
 
 
 def edit(

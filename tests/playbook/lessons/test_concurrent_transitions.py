@@ -122,3 +122,37 @@ def test_a_conflict_is_a_refused_transition_saying_to_look_again(engine: Engine)
         with pytest.raises(transitions.Conflict, match=f"{bullet_id} changed"):
             transitions.require(session, bullet, "proposed", "active", what=bullet_id)
         assert transitions.claim(session, bullet, "active", "active")
+
+
+def test_an_accept_racing_deprecations_of_its_members_never_deadlocks(engine: Engine) -> None:
+    # Accepting takes the proposal's row, the playbook's version row, then each member's;
+    # a deprecation takes the version row, then its lesson's. One order for all: PostgreSQL
+    # never has to break a cycle (a deadlock would surface as "database unavailable").
+    from playbook.consolidation import store
+    from tests.webhooks.consolidating import open_consolidation
+
+    texts = (
+        "Retry the upload with an idempotency key when the storage API times out",
+        "Storage calls that hang need a second attempt; reuse the same key each time",
+    )
+    for round_ in range(5):
+        number, members = open_consolidation(
+            engine, [f"{text} (round {round_})" for text in texts], scope=f"s{round_}"
+        )
+
+        def one(i: int, number: int = number, members: list[str] = members) -> Any:
+            with transaction(engine) as session:
+                if i == 0:
+                    return store.accept(session, number, actor="boss").merged_id
+                bullet_id = members[i % 2]
+                return lifecycle.deprecate(session, bullet_id, reason="old", actor=f"u{i}")
+
+        results = race(5, one)
+        unexpected = [r for r in results if isinstance(r, Exception)]
+        assert all(isinstance(r, InvalidTransition) for r in unexpected), unexpected
+        with transaction(engine) as session:
+            statuses = {session.get(Bullet, m).status for m in members}  # type: ignore[union-attr]
+        # Either the merge won (both superseded) or a deprecation did (the merge was refused).
+        assert statuses <= {"superseded"} or "deprecated" in statuses
+        accepted = not isinstance(results[0], Exception)
+        assert accepted == (statuses == {"superseded"})
