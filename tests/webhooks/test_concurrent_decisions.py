@@ -26,10 +26,10 @@ TEXTS = (
 )
 
 
-def _post(url: str) -> tuple[int, dict[str, Any]]:
+def _post(url: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
     request = urllib.request.Request(
         url,
-        data=b"{}",
+        data=json.dumps(body or {}).encode(),
         method="POST",
         headers={"Authorization": f"Bearer {MAINTAINER}", "Content-Type": "application/json"},
     )
@@ -114,3 +114,37 @@ def test_an_undo_racing_a_reject_or_accept_racing_reject_leaves_one_decision(
     superseded = 1 if won == ["accept"] else 0
     for member in members:
         assert _count(engine, member, "supersede") == superseded
+
+
+@pytest.mark.parametrize(
+    ("verb", "start"), [("restore", "deprecated"), ("approve", "proposed"), ("deprecate", "active")]
+)
+def test_twenty_concurrent_changes_of_a_lesson_through_the_api_change_it_once(
+    engine: Engine, shared_app: Any, monkeypatch: pytest.MonkeyPatch, verb: str, start: str
+) -> None:
+    from playbook.lessons import lifecycle
+
+    with transaction(engine) as session:
+        added = lifecycle.add(
+            session,
+            TEXTS[0],
+            learned_from="CTMS-1",
+            actor="t",
+            status="proposed" if start == "proposed" else "active",
+        )
+        bullet_id = added.bullet.id
+        if start == "deprecated":
+            lifecycle.deprecate(session, bullet_id, reason="flaky", actor="t")
+    app = shared_app(api_token=MAINTAINER)
+    with serving(app) as base, all_read_first(monkeypatch, engine, lifecycle, "get", N):
+        url = f"{base}/api/v1/lessons/{bullet_id}/{verb}"
+        answers = race(N, lambda _i: _post(url, {"reason": "outdated"}))
+
+    changed = [body for code, body in answers if code == 200 and body["changed"]]
+    others = sorted(code for code, body in answers if not (code == 200 and body["changed"]))
+    assert len(changed) == 1, answers
+    # The others read the old status and lost (409), or came after the winner (200, unchanged).
+    assert set(others) <= {200, 409} and len(others) == N - 1, answers
+    if engine.dialect.name == "postgresql":
+        assert others == [409] * (N - 1), answers
+    assert _count(engine, bullet_id, verb) == 1
