@@ -8,15 +8,9 @@ from typing import Any
 from sqlalchemy import inspect, update
 from sqlalchemy.orm import Session
 
-from playbook.errors import InvalidTransition
+from playbook.errors import Conflict
 
-
-class Conflict(InvalidTransition):
-    """Another writer changed the status between this one's read and its write.
-
-    An InvalidTransition, so every door answers it as it answers a wrong status (409, a reply
-    saying what to do): the loser of a race is told the same thing as one who came later.
-    """
+__all__ = ["Conflict", "claim", "require"]
 
 
 def claim(session: Session, row: Any, expected: str, new: str) -> bool:
