@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from playbook import clock, transitions
 from playbook.consolidation.groups import Group, common_terms
 from playbook.consolidation.terms import dropped_terms
-from playbook.errors import ConsolidationNotFound, InvalidTransition
+from playbook.errors import Conflict, ConsolidationNotFound, InvalidTransition
 from playbook.lessons import fields, ids, lifecycle, replacements
 from playbook.lessons.checks import check_fields, check_status
 from playbook.models import Bullet, Consolidation
@@ -300,6 +300,11 @@ def set_draft(
     if source not in DRAFT_SOURCES:
         raise fields.FieldProblem("source", f"{source!r} is not one of {', '.join(DRAFT_SOURCES)}")
     draft = _check_text(text, max_chars)
+    # Still open in the database, and locked until this transaction ends: a model's draft
+    # arriving while someone accepts the proposal must not replace the text they accepted.
+    transitions.require(
+        session, consolidation, "open", "open", what=f"consolidation {consolidation.id}"
+    )
     members = _members(session, consolidation.member_ids)
     texts = [t for _, t in scope_lessons(session, consolidation.scope)]
     consolidation.draft = draft
@@ -341,9 +346,19 @@ def accept(
         if edited != consolidation.draft:
             # Measured again, so the proposal records what the accepted text saves and drops.
             set_draft(session, consolidation.id, edited, source="edited", model=None)
+    decided = consolidation.draft
     # Decided before any lesson is written: a concurrent accept waits here and loses, and
     # takes no lesson's lock in the meantime.
     _close(session, consolidation, "accepted", clock.now(), who, why or None)
+    # The row is ours now: a model's draft committed since it was read would make the
+    # merged lesson a text nobody accepted, so the accept is refused instead.
+    session.flush()
+    session.refresh(consolidation, ["draft"])
+    if consolidation.draft != decided:
+        raise Conflict(
+            f"consolidation {consolidation.id}'s draft changed while this request ran; "
+            "read the new draft and accept it, or accept with your text"
+        )
     longest = _longest(members)
     learned = [longest.learned_from, *(b.learned_from for b in members)]
     tags = list(dict.fromkeys(tag for b in members for tag in b.tags or []))

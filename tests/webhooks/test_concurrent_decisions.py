@@ -148,3 +148,33 @@ def test_twenty_concurrent_changes_of_a_lesson_through_the_api_change_it_once(
     if engine.dialect.name == "postgresql":
         assert others == [409] * (N - 1), answers
     assert _count(engine, bullet_id, verb) == 1
+
+
+def test_a_models_draft_arriving_during_an_accept_never_becomes_a_text_nobody_accepted(
+    engine: Engine,
+) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite opens each write transaction with BEGIN IMMEDIATE: no stale read")
+    from sqlalchemy.orm import Session
+
+    from playbook.errors import Conflict
+
+    number, _ = open_consolidation(engine, TEXTS)
+    model_text = "Retry storage calls that time out, reusing one idempotency key for every attempt"
+    person = Session(engine)
+    try:
+        # The accept's own read of the proposal (held, as accept holds it between its read
+        # and its write), then the model's draft lands before the accept writes.
+        read = store.get(person, number)
+        shown = read.draft
+        with transaction(engine) as model:  # the model's draft lands meanwhile
+            store.set_draft(model, number, model_text, source="model", model="m")
+        with pytest.raises(Conflict, match="draft changed"):
+            store.accept(person, number, actor="boss")
+        person.rollback()
+    finally:
+        person.close()
+    with transaction(engine) as session:
+        row = session.get(Consolidation, number)
+        assert row is not None and (row.status, row.draft) == ("open", model_text)
+        assert shown != model_text
