@@ -3,14 +3,15 @@ only the first moves it; the other is told it lost, whatever the database's isol
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from sqlalchemy import inspect, update
+from sqlalchemy import inspect, text, update
 from sqlalchemy.orm import Session
 
 from playbook.errors import Conflict
 
-__all__ = ["Conflict", "claim", "require"]
+__all__ = ["Conflict", "claim", "exclusive", "require"]
 
 
 def claim(session: Session, row: Any, expected: str, new: str) -> bool:
@@ -47,3 +48,17 @@ def require(session: Session, row: Any, expected: str, new: str, *, what: str) -
             f"{what} changed while this request ran (it is no longer {expected}); "
             "look at it again and retry if still needed"
         )
+
+
+def exclusive(session: Session, name: str) -> None:
+    """Hold the lock called ``name`` until the caller's transaction ends: writers that first
+    read whether something exists (a running experiment period) and then create it queue
+    here, and each reads what the one before committed.
+
+    PostgreSQL: a transaction-scoped advisory lock (no row to lock when nothing exists yet).
+    SQLite opens every write transaction with BEGIN IMMEDIATE, which already serialises them.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    key = int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big", signed=True)
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
