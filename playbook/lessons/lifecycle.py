@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from playbook import clock, transitions
-from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
+from playbook.errors import BulletNotFound, Conflict, InvalidInput, InvalidTransition
 from playbook.lessons import characters, fields, replacements, secrets
 from playbook.lessons.checks import check_fields, check_status
 from playbook.lessons.ids import sort_key
@@ -284,11 +284,19 @@ def _apply(
         # takes the two locks in this one order on PostgreSQL, so none waits on another in a
         # cycle. Without no_autoflush the new values would be written (and locked) first.
         version = bump_version(session)
-        if bullet.status != before["status"]:
-            # The one place a lesson's status is written: conditional on the status the
-            # caller decided on, so of twenty concurrent restores one writes and the others
-            # get a 409 (transitions.Conflict) instead of each adding a `restore` revision.
-            transitions.require(session, bullet, before["status"], bullet.status, what=bullet.id)
+        # The one place a lesson's status is written: conditional on the status the caller
+        # decided on, so of twenty concurrent restores one writes and the others get a 409
+        # (Conflict) instead of each adding a `restore` revision.
+        if bullet.status != before["status"] and not transitions.claim(
+            session, bullet, before["status"], bullet.status
+        ):
+            # The values set above must not be flushed by a caller that goes on after the
+            # Conflict: read again, the lesson is as the winner left it.
+            session.expire(bullet)
+            raise Conflict(
+                f"{bullet.id} changed while this request ran (it is no longer "
+                f"{before['status']}); look at it again and retry if still needed"
+            )
     bullet.updated_at = clock.now()
     bullet.version = version
     return Change(bullet, _record(session, bullet, action, actor, reason, before))

@@ -156,3 +156,24 @@ def test_an_accept_racing_deprecations_of_its_members_never_deadlocks(engine: En
         assert statuses <= {"superseded"} or "deprecated" in statuses
         accepted = not isinstance(results[0], Exception)
         assert accepted == (statuses == {"superseded"})
+
+
+def test_a_caller_going_on_after_a_conflict_writes_nothing_of_the_lost_change(
+    engine: Engine,
+) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite opens each write transaction with BEGIN IMMEDIATE: no stale read")
+    from sqlalchemy.orm import Session
+
+    bullet_id = _lesson(engine, "deprecated")
+    with Session(engine) as late:
+        read = lifecycle.get(late, bullet_id)  # read: deprecated
+        with transaction(engine) as first:  # meanwhile someone archives it
+            lifecycle.archive(first, bullet_id, reason="unused", actor="prune")
+        with pytest.raises(transitions.Conflict):
+            lifecycle.restore(late, bullet_id, actor="late")
+        late.commit()  # a caller that caught the Conflict and went on
+        assert read is not None
+    with transaction(engine) as session:
+        assert session.get(Bullet, bullet_id).status == "archived"  # type: ignore[union-attr]
+    assert _actions(engine, bullet_id, "restore") == 0
