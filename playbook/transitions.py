@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from playbook.errors import Conflict
 
-__all__ = ["Conflict", "claim", "exclusive", "require"]
+__all__ = ["Conflict", "claim", "conflict", "exclusive", "require"]
 
 
 def claim(session: Session, row: Any, expected: str, new: str) -> bool:
@@ -24,16 +24,15 @@ def claim(session: Session, row: Any, expected: str, new: str) -> bool:
     writer sees a row to update. SQLite opens every write transaction with BEGIN IMMEDIATE,
     so there the check always holds.
     """
-    mapper = inspect(type(row))
-    keys = mapper.primary_key
+    model = type(row)
     identity = inspect(row).identity
     if identity is None:  # added in this transaction: nobody else can see it yet
         return True
-    table = type(row)
-    statement = update(table).where(
+    keys = inspect(model).primary_key
+    statement = update(model).where(
         *(column == value for column, value in zip(keys, identity, strict=True))
     )
-    statement = statement.where(table.status == expected).values(status=new)
+    statement = statement.where(model.status == expected).values(status=new)
     # The ORM object is set by the caller (with its other fields); the identity map must not be
     # synchronised from this statement, which only guards and locks the row.
     with session.no_autoflush:
@@ -44,10 +43,16 @@ def claim(session: Session, row: Any, expected: str, new: str) -> bool:
 def require(session: Session, row: Any, expected: str, new: str, *, what: str) -> None:
     """`claim`, raising Conflict (a 409 at every door) when another writer got there first."""
     if not claim(session, row, expected, new):
-        raise Conflict(
-            f"{what} changed while this request ran (it is no longer {expected}); "
-            "look at it again and retry if still needed"
-        )
+        raise conflict(what, expected)
+
+
+def conflict(what: str, expected: str) -> Conflict:
+    """The error a writer gets when ``what`` is no longer ``expected``: one sentence saying
+    what to do, the same at every door."""
+    return Conflict(
+        f"{what} changed while this request ran (it is no longer {expected}); "
+        "look at it again and retry if still needed"
+    )
 
 
 def exclusive(session: Session, name: str) -> None:

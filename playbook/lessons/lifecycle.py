@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from playbook import clock, transitions
-from playbook.errors import BulletNotFound, Conflict, InvalidInput, InvalidTransition
+from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import characters, fields, replacements, secrets
 from playbook.lessons.checks import check_fields, check_status
 from playbook.lessons.ids import sort_key
@@ -293,10 +293,7 @@ def _apply(
             # The values set above must not be flushed by a caller that goes on after the
             # Conflict: read again, the lesson is as the winner left it.
             session.expire(bullet)
-            raise Conflict(
-                f"{bullet.id} changed while this request ran (it is no longer "
-                f"{before['status']}); look at it again and retry if still needed"
-            )
+            raise transitions.conflict(bullet.id, before["status"])
     bullet.updated_at = clock.now()
     bullet.version = version
     return Change(bullet, _record(session, bullet, action, actor, reason, before))
