@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy import exc
 
 from playbook import clock
-from playbook.errors import DatabaseUnavailable, PlaybookError
+from playbook.errors import Conflict, DatabaseUnavailable, PlaybookError
 
 
 class PermanentError(Exception):
@@ -131,8 +131,11 @@ def classify(error: BaseException) -> Failure:
     reason = describe(error)
     if isinstance(error, PermanentError | ValidationError):
         return Failure("permanent", reason)
+    # A Conflict lost a race with another writer of the same status: read again on the next
+    # attempt, the status decides afresh (a PR's outcome is not lost to a click at that moment).
     if isinstance(
-        error, Transient | DatabaseUnavailable | exc.OperationalError | exc.InterfaceError
+        error,
+        Transient | Conflict | DatabaseUnavailable | exc.OperationalError | exc.InterfaceError,
     ):
         return Failure("transient", reason)
     until = rate_limit_reset(error)

@@ -36,6 +36,15 @@ class InvalidTransition(PlaybookError):
     """A status change that the lifecycle does not allow."""
 
 
+class Conflict(InvalidTransition):
+    """Another writer changed the status between this one's read and its write.
+
+    An InvalidTransition, so every door answers it as it answers a wrong status (409, a reply
+    saying what to do): the loser of a race is told the same thing as one who came later. The
+    worker retries it (bot.outcomes.classify): read again, the status decides afresh.
+    """
+
+
 class InvalidInput(PlaybookError):
     """A value that does not fit the field it was given for."""
 

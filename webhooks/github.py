@@ -6,7 +6,6 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from playbook.deliveries.tickets import ticket_key
 from webhooks import signatures
 from webhooks.intake import (
     Envelope,
@@ -17,6 +16,7 @@ from webhooks.intake import (
     parse,
     require_json,
     store,
+    ticket_field,
 )
 from webhooks.runtime import error, runtime
 
@@ -67,7 +67,7 @@ def receive() -> tuple[Any, int]:
             action=name_field(payload.get("action"), "action", required=False),
             delivery_id=delivery_id,
             installation_id=installation_field(payload),
-            ticket_key=ticket_key("github", payload),
+            ticket_key=ticket_field("github", payload),
         ),
         text,
     )

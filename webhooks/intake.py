@@ -15,7 +15,7 @@ from sqlalchemy import exc
 from bot import metrics
 from bot.logs import delivery_context
 from playbook import db
-from playbook.deliveries import inbox
+from playbook.deliveries import inbox, tickets
 from playbook.errors import DatabaseUnavailable
 from webhooks.runtime import error, runtime
 
@@ -167,6 +167,16 @@ def delivery_id_field(value: str, field: str) -> str:
     if len(value) > MAX_DELIVERY_ID_CHARS or not _DELIVERY_ID.fullmatch(value):
         raise Refused(400, f"{field} must be 1-{MAX_DELIVERY_ID_CHARS} printable ASCII characters")
     return value
+
+
+def ticket_field(source: str, payload: dict[str, Any]) -> str | None:
+    """The ticket the delivery is about (`tickets.ticket_key`); Refused (400) naming the field
+    when the payload names it in a shape no tracker sends (a NUL in a Jira key, a path)."""
+    found = tickets.problem(source, payload)
+    if found is not None:
+        field, why = found
+        raise Refused(400, f"{field} {why}")
+    return tickets.ticket_key(source, payload)
 
 
 def installation_field(payload: dict[str, Any]) -> int | None:

@@ -7,7 +7,6 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from playbook.deliveries.tickets import ticket_key
 from webhooks import signatures
 from webhooks.intake import (
     Envelope,
@@ -17,6 +16,7 @@ from webhooks.intake import (
     parse,
     require_json,
     store,
+    ticket_field,
 )
 from webhooks.runtime import error, runtime
 
@@ -68,7 +68,7 @@ def receive() -> tuple[Any, int]:
                 payload.get("issue_event_type_name"), "issue_event_type_name", required=False
             ),
             delivery_id=delivery_id,
-            ticket_key=ticket_key("jira", payload),
+            ticket_key=ticket_field("jira", payload),
         ),
         text,
     )

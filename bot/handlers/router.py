@@ -38,6 +38,8 @@ class Event:
             raise PermanentError(f"the stored payload is not valid JSON ({problem})") from None
         if not isinstance(payload, dict):
             raise PermanentError("the stored payload is not a JSON object")
+        if "\\u0000" in row.payload:  # JSON writes NUL only so; the receiver refuses raw NULs
+            payload = without_nul(payload)
         return cls(
             source=row.source,
             name=row.event,
@@ -46,6 +48,33 @@ class Event:
             delivery_id=row.delivery_id,
             installation_id=row.installation_id,
         )
+
+
+def without_nul(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with every NUL (U+0000) taken out of its strings and keys, in place.
+
+    A delivery is stored as the text it came as; handlers see it without NULs, which
+    PostgreSQL refuses in any text column (a title, a comment, a label written to the
+    database): one place for every handler. NUL is invisible, so taking it out changes no
+    text a person reads. Iterative, so no payload exhausts the stack.
+    """
+    holder: list[Any] = [payload]
+    stack: list[tuple[Any, Any]] = [(holder, 0)]
+    while stack:
+        container, at = stack.pop()
+        item = container[at]
+        if isinstance(item, str):
+            container[at] = item.replace("\x00", "")
+        elif isinstance(item, dict):
+            cleaned = {
+                (key.replace("\x00", "") if isinstance(key, str) else key): value
+                for key, value in item.items()
+            }
+            container[at] = cleaned
+            stack.extend((cleaned, key) for key in cleaned)
+        elif isinstance(item, list):
+            stack.extend((item, index) for index in range(len(item)))
+    return holder[0]
 
 
 Handler = Callable[[Event, Any], None]

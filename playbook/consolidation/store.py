@@ -17,10 +17,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, transitions
 from playbook.consolidation.groups import Group, common_terms
 from playbook.consolidation.terms import dropped_terms
-from playbook.errors import ConsolidationNotFound, InvalidTransition
+from playbook.errors import Conflict, ConsolidationNotFound, InvalidTransition
 from playbook.lessons import fields, ids, lifecycle, replacements
 from playbook.lessons.checks import check_fields, check_status
 from playbook.models import Bullet, Consolidation
@@ -145,7 +145,7 @@ def propose(
         if not dry_run:
             for old in earlier:
                 if old.status == "open":
-                    _close(old, "stale", when, None, "a member changed")
+                    _close(session, old, "stale", when, None, "a member changed", strict=False)
             _stale_overlapping(session, scope, members, when)
         draft = _longest(members).text
         proposal = Consolidation(
@@ -180,7 +180,7 @@ def _stale_changed(session: Session, scope: str, when: datetime) -> None:
     ):
         problem = _changed_member(other, _members(session, other.member_ids))
         if problem is not None:
-            _close(other, "stale", when, None, problem)
+            _close(session, other, "stale", when, None, problem, strict=False)
 
 
 def _stale_overlapping(
@@ -198,16 +198,39 @@ def _stale_overlapping(
         shared = sorted(wanted & set(other.member_ids), key=ids.sort_key)
         if shared:
             now_ids = ", ".join(sorted(wanted, key=ids.sort_key))
-            _close(other, "stale", when, None, f"the group changed: now {now_ids}")
+            why = f"the group changed: now {now_ids}"
+            _close(session, other, "stale", when, None, why, strict=False)
 
 
 def _close(
-    consolidation: Consolidation, status: str, when: datetime, actor: str | None, why: str | None
-) -> None:
+    session: Session,
+    consolidation: Consolidation,
+    status: str,
+    when: datetime,
+    actor: str | None,
+    why: str | None,
+    *,
+    strict: bool = True,
+) -> bool:
+    """The one place a consolidation's status is written: conditional on the status it was
+    read with, so of concurrent decisions one wins and the others get Conflict (a 409).
+
+    Not ``strict`` (marking a proposal stale on the way): a proposal someone decided on
+    meanwhile is left as they left it, and False says so.
+    """
+    expected = consolidation.status
+    if strict:
+        transitions.require(
+            session, consolidation, expected, status, what=f"consolidation {consolidation.id}"
+        )
+    elif not transitions.claim(session, consolidation, expected, status):
+        session.expire(consolidation)  # read again, as the winner left it, when next used
+        return False
     consolidation.status = status
     consolidation.decided_at = when
     consolidation.decided_by = actor
     consolidation.reason = why
+    return True
 
 
 def _require(consolidation: Consolidation, status: str, action: str) -> None:
@@ -283,6 +306,11 @@ def set_draft(
     if source not in DRAFT_SOURCES:
         raise fields.FieldProblem("source", f"{source!r} is not one of {', '.join(DRAFT_SOURCES)}")
     draft = _check_text(text, max_chars)
+    # Still open in the database, and locked until this transaction ends: a model's draft
+    # arriving while someone accepts the proposal must not replace the text they accepted.
+    transitions.require(
+        session, consolidation, "open", "open", what=f"consolidation {consolidation.id}"
+    )
     members = _members(session, consolidation.member_ids)
     texts = [t for _, t in scope_lessons(session, consolidation.scope)]
     consolidation.draft = draft
@@ -319,11 +347,25 @@ def accept(
     problem = _changed_member(consolidation, members)
     if problem is not None:
         raise InvalidTransition(f"{problem}; run consolidate again")
+    why = None if reason is None else fields.text(reason, "reason", fields.REASON_CHARS)
     if text is not None:
         edited = _check_text(text, max_chars)
         if edited != consolidation.draft:
             # Measured again, so the proposal records what the accepted text saves and drops.
             set_draft(session, consolidation.id, edited, source="edited", model=None)
+    decided = consolidation.draft
+    # Decided before any lesson is written: a concurrent accept waits here and loses, and
+    # takes no lesson's lock in the meantime.
+    _close(session, consolidation, "accepted", clock.now(), who, why or None)
+    # The row is ours now: a model's draft committed since it was read would make the
+    # merged lesson a text nobody accepted, so the accept is refused instead.
+    session.flush()
+    session.refresh(consolidation, ["draft"])
+    if consolidation.draft != decided:
+        raise Conflict(
+            f"consolidation {consolidation.id}'s draft changed while this request ran; "
+            "read the new draft and accept it, or accept with your text"
+        )
     longest = _longest(members)
     learned = [longest.learned_from, *(b.learned_from for b in members)]
     tags = list(dict.fromkeys(tag for b in members for tag in b.tags or []))
@@ -358,8 +400,6 @@ def accept(
             reason=f"consolidated into {merged.id} (consolidation {consolidation.id})",
         )
     consolidation.merged_id = merged.id
-    why = None if reason is None else fields.text(reason, "reason", fields.REASON_CHARS)
-    _close(consolidation, "accepted", clock.now(), who, why or None)
     session.flush()
     return consolidation
 
@@ -370,7 +410,7 @@ def reject(
     """Reject an open proposal: its group is not proposed again until a member changes."""
     consolidation = get(session, consolidation_id)
     _require(consolidation, "open", "rejected")
-    _close(consolidation, "rejected", clock.now(), _actor(actor), _reason(reason))
+    _close(session, consolidation, "rejected", clock.now(), _actor(actor), _reason(reason))
     session.flush()
     return consolidation
 
@@ -388,13 +428,15 @@ def undo(
     who, why = _actor(actor), _reason(reason)
     merged_id = consolidation.merged_id or ""
     note = f"consolidation {consolidation.id} undone" + (f": {why}" if why else "")
+    # Decided before any member is restored: of twenty concurrent undos one goes on, the
+    # others get Conflict, and each member's history says `restore` once.
+    _close(session, consolidation, "undone", clock.now(), who, why)
     for bullet_id in replacements.superseded_by_it(
         session, merged_id, Bullet.id.in_(list(consolidation.member_ids))
     ):
         lifecycle.restore(session, bullet_id, actor=who, reason=note)
     if session.get(Bullet, merged_id) is not None:
         lifecycle.archive(session, merged_id, reason=note, actor=who)
-    _close(consolidation, "undone", clock.now(), who, why)
     session.flush()
     return consolidation
 

@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from playbook import clock
+from playbook.deliveries import tickets
 from playbook.errors import InvalidInput
 from playbook.lessons import ids
 from playbook.models import DELIVERY_STATUSES, ERROR_KINDS, Delivery
@@ -69,7 +70,9 @@ def accept(
         "action": action,
         "delivery_id": delivery_id,
         "installation_id": installation_id,
-        "ticket_key": ticket_key,
+        # Checked again here, where every row is stored: a key that is not a ticket's (a NUL,
+        # which PostgreSQL refuses in text) never reaches the table, whoever queued the row.
+        "ticket_key": tickets.checked(ticket_key),
         "headers": headers or {},
         "payload": payload,
         "received_at": now,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook import clock, db
+from playbook import clock, db, transitions
 from playbook.models import ExperimentAssignment, ExperimentPeriod, ExperimentSalt
 
 Arm = Literal["shown", "held_out"]
@@ -203,6 +203,10 @@ _PERIOD = (
 )
 
 
+# Starting and stopping the experiment read the running period, then write: one at a time.
+PERIODS_LOCK = "experiment periods"
+
+
 def running(session: Session) -> Period | None:
     """The period running now, or None when the experiment is stopped."""
     row = session.execute(
@@ -219,6 +223,8 @@ def start(session: Session, percent: int, now: datetime, actor: str) -> Period:
     is stopped first, so each period has one percentage (starting it again changes nothing)."""
     if _checked(percent) == 0:
         raise ValueError("holdout percent 0 is no experiment: stop it instead")
+    # Twenty concurrent starts must leave one running period, not twenty.
+    transitions.exclusive(session, PERIODS_LOCK)
     current = running(session)
     if current is not None and current.percent == percent:
         return current
@@ -232,6 +238,7 @@ def start(session: Session, percent: int, now: datetime, actor: str) -> Period:
 
 def stop(session: Session, now: datetime, actor: str) -> Period | None:
     """Stop the running period at ``now``; None when none was running."""
+    transitions.exclusive(session, PERIODS_LOCK)
     rows = session.scalars(
         select(ExperimentPeriod).where(ExperimentPeriod.stopped_at.is_(None))
     ).all()

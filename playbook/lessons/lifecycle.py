@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from playbook import clock
+from playbook import clock, transitions
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import characters, fields, replacements, secrets
 from playbook.lessons.checks import check_fields, check_status
@@ -266,19 +266,6 @@ def add(
     return AddResult(bullet=bullet, created=True, similar=similar)
 
 
-def _finish(
-    session: Session,
-    bullet: Bullet,
-    action: str,
-    actor: str,
-    reason: str | None,
-    before: dict[str, Any],
-) -> Change:
-    bullet.updated_at = clock.now()
-    bullet.version = bump_version(session)
-    return Change(bullet, _record(session, bullet, action, actor, reason, before))
-
-
 def _apply(
     session: Session,
     bullet: Bullet,
@@ -292,7 +279,24 @@ def _apply(
         setattr(bullet, key, value)
     if snapshot(bullet) == before:
         return Change(bullet, None)
-    return _finish(session, bullet, action, actor, reason, before)
+    with session.no_autoflush:
+        # The playbook's version row first, then the lesson's: every lesson writer (and `add`)
+        # takes the two locks in this one order on PostgreSQL, so none waits on another in a
+        # cycle. Without no_autoflush the new values would be written (and locked) first.
+        version = bump_version(session)
+        # The one place a lesson's status is written: conditional on the status the caller
+        # decided on, so of twenty concurrent restores one writes and the others get a 409
+        # (Conflict) instead of each adding a `restore` revision.
+        if bullet.status != before["status"] and not transitions.claim(
+            session, bullet, before["status"], bullet.status
+        ):
+            # The values set above must not be flushed by a caller that goes on after the
+            # Conflict: read again, the lesson is as the winner left it.
+            session.expire(bullet)
+            raise transitions.conflict(bullet.id, before["status"])
+    bullet.updated_at = clock.now()
+    bullet.version = version
+    return Change(bullet, _record(session, bullet, action, actor, reason, before))
 
 
 def edit(

@@ -13,9 +13,18 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from playbook.outcomes.demote_policy import DemotePolicy
+from playbook.repos.strict_yaml import SettingsLoader
 from playbook.reviews.capture_from import CaptureSetting
 
 FILE_PATH = ".github/playbook-bot.yml"
@@ -41,12 +50,13 @@ class AgentsMd(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
+    # Strict: `true` is not 1, `'3'` is not 3 (see strict_yaml for what YAML reads as what).
+    enabled: StrictBool = False
     path: Literal[
         "AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md", ".cursor/rules/playbook.mdc"
     ] = "AGENTS.md"
-    max_chars: int = Field(8000, ge=500, le=32_000)
-    pause_days: int = Field(30, ge=1, le=365)
+    max_chars: StrictInt = Field(8000, ge=500, le=32_000)
+    pause_days: StrictInt = Field(30, ge=1, le=365)
 
 
 class RepoSettings(BaseModel):
@@ -54,14 +64,16 @@ class RepoSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = True
+    # Strict numbers and booleans: a file saying `holdout_percent: true` or `max_lessons: '3'`
+    # is refused with the key named, not read as 1 or 3.
+    enabled: StrictBool = True
     scope: str | None = Field(None, min_length=1, max_length=200)
-    comment: bool = True
-    max_lessons: int | None = Field(None, ge=1, le=20)
+    comment: StrictBool = True
+    max_lessons: StrictInt | None = Field(None, ge=1, le=20)
     demote_policy: DemotePolicy | None = None
     capture_from_reviews: CaptureSetting | None = None
-    holdout_percent: int | None = Field(None, ge=0, le=50)
-    context_budget: int | None = Field(None, ge=2000, le=32_000)
+    holdout_percent: StrictInt | None = Field(None, ge=0, le=50)
+    context_budget: StrictInt | None = Field(None, ge=2000, le=32_000)
     ignore_labels: list[str] = Field(default_factory=list, max_length=100)
     agents_md: AgentsMd = Field(default_factory=AgentsMd)
 
@@ -142,8 +154,8 @@ def parse(content: bytes, file: str, owner: str) -> Parsed:
     except UnicodeDecodeError as error:
         return _bad(file, None, None, f"is not UTF-8 text (byte {error.start})")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        loaded = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=SettingsLoader)
+        loaded = yaml.load(text, Loader=SettingsLoader)  # a SafeLoader subclass
     except RecursionError:
         return _bad(file, None, None, "is nested too deeply to be a settings file")
     except yaml.YAMLError as error:
@@ -198,12 +210,28 @@ def _errors(values: dict[Any, Any]) -> list[tuple[str, str]]:
             if item["type"] == "extra_forbidden":
                 allowed = AGENTS_MD_KEYS if location[0] == "agents_md" else KEYS
                 message = f"is not a setting; the settings are {', '.join(allowed)}"
+            elif item["type"] in _STRICT_MESSAGES:
+                message = _STRICT_MESSAGES[item["type"]]
             else:
                 message = item["msg"].replace("Input should be", "must be")
                 message = message.removeprefix("Value error, ")
             found.append((key, message))
         return found
     return []
+
+
+# What a person must write instead, for a value of the wrong kind (the value is not echoed:
+# it is outside text, and the line already points at it).
+_WHOLE_NUMBER = (
+    "must be a whole number written in decimal, such as 5 (not true, not quoted, not 0x10)"
+)
+_STRICT_MESSAGES = {
+    "int_type": _WHOLE_NUMBER,
+    "int_parsing": _WHOLE_NUMBER,
+    "int_from_float": _WHOLE_NUMBER,
+    "bool_type": "must be true or false (yes, no, on, off, 1 and 0 are not read as either)",
+    "bool_parsing": "must be true or false (yes, no, on, off, 1 and 0 are not read as either)",
+}
 
 
 def _key_lines(node: yaml.MappingNode) -> tuple[dict[str, int], list[tuple[str, int, int]]]:

@@ -26,7 +26,7 @@ def problems(content: bytes) -> list[tuple[str | None, int | None, str]]:
 
 def test_every_key_read() -> None:
     parsed = parse(
-        b"enabled: false\nscope: octo-org/shared\ncomment: no\nmax_lessons: 3\n"
+        b"enabled: false\nscope: octo-org/shared\ncomment: false\nmax_lessons: 3\n"
         b"demote_policy: needs-review\nholdout_percent: 10\nignore_labels: [wontfix]\n"
         b"agents_md:\n  enabled: true\n  path: CLAUDE.md\n  max_chars: 4000\n  pause_days: 7\n",
         FILE,
