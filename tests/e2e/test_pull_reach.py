@@ -33,15 +33,20 @@ class Seeded:
     active: str
 
 
+# Words unlike each other's, so no lesson is a near-duplicate of another in its scope.
+TEXTS = {
+    "Victim": ("pin the client library", "rotate signing keys monthly", "never log payroll paths"),
+    "Victim-Jira": ("vendor fonts locally", "batch invoice emails nightly", "shard audit tables"),
+    "Sibling": ("cache avatars at the edge", "retry uploads thrice", "lint shell scripts"),
+    "Jira": ("dedupe webhook events", "lock orders once per retry", "purge the CDN by tag"),
+}
+
+
 def seed_scope(engine: Engine, scope: str, ticket: str, word: str) -> Seeded:
     """Three lessons of ``scope``, the last two learned from ``ticket``."""
-    ids = []
+    ids: list[str] = []
     with transaction(engine) as session:
-        for status, text in (
-            ("active", f"{word} lesson cited by name: pin the client library version"),
-            ("proposed", f"{word} proposal from its ticket: rotate the signing key monthly"),
-            ("active", f"{word} rule from its ticket: never log the payroll export path"),
-        ):
+        for status, text in zip(("active", "proposed", "active"), TEXTS[word], strict=True):
             added = lifecycle.add(
                 session,
                 text,
@@ -50,6 +55,7 @@ def seed_scope(engine: Engine, scope: str, ticket: str, word: str) -> Seeded:
                 actor="seed",
                 status=status,
             )
+            assert added.created, text
             ids.append(added.bullet.id)
     return Seeded(*ids)
 
@@ -156,3 +162,31 @@ def test_another_owners_pr_changes_none_of_the_victims_lessons(
         else:
             assert status(loop.engine, lessons.proposed) == "deprecated"
             assert status(loop.engine, lessons.active) == "deprecated"
+
+
+def test_a_revert_of_the_pr_moves_none_of_the_victims_lessons(
+    loop: Loop, world: dict[str, Seeded]
+) -> None:
+    body = body_citing(world)
+    victims = [*vars(world["victim"]).values(), *vars(world["victim_jira"]).values()]
+    before = {bullet_id: snapshot(loop.engine, bullet_id) for bullet_id in victims}
+    first = pull_request("closed", body=body, merged=True, at="2026-11-05T10:00:00Z")
+    first["pull_request"]["merged_by"] = first["sender"]
+    loop.github_event("pull_request.closed", first)
+    revert = pull_request(
+        "closed",
+        number=3,
+        title='Revert "CTMS-4337: dedupe webhook retries"',
+        body=f"Reverts {REPO}#2",
+        merged=True,
+        at="2026-11-06T10:00:00Z",
+    )
+    revert["pull_request"]["merged_by"] = revert["sender"]
+    loop.github_event("pull_request.closed", revert)
+    loop.process()
+
+    assert {bullet_id: snapshot(loop.engine, bullet_id) for bullet_id in victims} == before
+    # The Jira project's lessons from the reverted work: demoted by the revert, as before.
+    jira = world["jira"]
+    assert status(loop.engine, jira.proposed) == "deprecated"
+    assert snapshot(loop.engine, jira.cited)[2:5] == (1, 0, 1)
