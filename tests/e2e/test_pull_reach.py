@@ -10,6 +10,7 @@ from REPO: their lessons are cited, approved and demoted as before.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -190,3 +191,31 @@ def test_a_revert_of_the_pr_moves_none_of_the_victims_lessons(
     jira = world["jira"]
     assert status(loop.engine, jira.proposed) == "deprecated"
     assert snapshot(loop.engine, jira.cited)[2:5] == (1, 0, 1)
+
+
+def test_backfill_goes_through_the_same_rule(loop: Loop, world: dict[str, Seeded]) -> None:
+    from bot.backfill import backfill
+    from bot.worker import Services
+
+    body = body_citing(world)
+    victims = [*vars(world["victim"]).values(), *vars(world["victim_jira"]).values()]
+    before = {bullet_id: snapshot(loop.engine, bullet_id) for bullet_id in victims}
+    when = (datetime.now(UTC) - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    loop.github.add_pull(
+        REPO,
+        2,
+        title="CTMS-4337 dedupe webhooks",
+        body=body,
+        state="closed",
+        merged=True,
+        merged_at=when,
+        closed_at=when,
+        updated_at=when,
+    )
+    report = backfill(Services(engine=loop.engine, settings=loop.settings), REPO, timedelta(days=9))
+    assert report.merged == 1
+    assert {bullet_id: snapshot(loop.engine, bullet_id) for bullet_id in victims} == before
+    assert f"{VICTIM}#41" not in linked(loop.engine)
+    for name in ("sibling", "jira"):
+        assert snapshot(loop.engine, world[name].cited)[2:5] == (1, 1, 0)
+        assert status(loop.engine, world[name].proposed) == "active"
