@@ -14,7 +14,7 @@ from playbook import clock
 from playbook.lessons import lifecycle, secrets
 from playbook.lessons.capture import lessons_in
 from playbook.models import Bullet
-from playbook.outcomes import tracking, unreviewed, usage
+from playbook.outcomes import pull_reach, tracking, unreviewed, usage
 from playbook.outcomes.links import bullet_ids, pull_request_links
 from playbook.outcomes.tracking import PullRequestState
 
@@ -44,21 +44,31 @@ def cite(
     about pb-12, so its outcome is one rating, not three. ``at`` is when the text was
     written (backfill reads it from GitHub); by default, now. With ``credit_replacement``
     (PLAYBOOK_SUPERSEDED_CITES_COUNT_FOR_REPLACEMENT), a cite of a lesson superseded by then
-    cites its replacement too, and the PR's outcome rates both.
+    cites its replacement too, and the PR's outcome rates both. A lesson out of the PR's reach
+    (another owner's repository scope, `pull_reach.may_touch`) is never a cite.
     """
     ids = bullet_ids(text)
     if not ids:
         return 0
-    known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(ids))))
-    unknown = [bullet_id for bullet_id in ids if bullet_id not in known]
-    if unknown:
-        log.info("%s mentions unknown bullet ids %s; not cites", pr_key, ", ".join(unknown))
-    ids = [bullet_id for bullet_id in ids if bullet_id in known]
+    # Only lessons this PR's repository may touch (`pull_reach`): an ``evil/app`` PR naming
+    # a ``victim/secret`` lesson cites nothing, exactly as if the id did not exist.
+    repo = pull_reach.repo_of(pr_key)
+    reached = pull_reach.touchable(session, repo, ids)
+    refused = [bullet_id for bullet_id in ids if bullet_id not in reached]
+    if refused:
+        log.info(
+            "%s mentions bullet ids %s, unknown or out of its reach; not cites",
+            pr_key,
+            ", ".join(refused),
+        )
+    ids = reached
     if not ids:
         return 0
     when = min(clock.to_utc(at), clock.now()) if at is not None else None
     if credit_replacement:
-        ids = usage.with_replacements(session, ids, when)
+        # A replacement is credited under the same rule: a link made before it was enforced
+        # must not carry a cite across owners.
+        ids = pull_reach.touchable(session, repo, usage.with_replacements(session, ids, when))
     events = usage.record(
         session,
         "cited",

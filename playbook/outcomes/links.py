@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from playbook.lessons import ids
+from playbook.outcomes.pull_reach import may_link
 
 # GitHub caps PR titles at 256 characters and bodies at 65,536; branch names are shorter still.
 # Reading no more than this bounds the work whatever a PR holds.
@@ -68,6 +69,8 @@ def pull_request_links(title: str, branch: str, body: str | None, repo: str) -> 
     Jira keys come from the title, the head branch and the body, upper-cased and
     deduplicated; bullet ids are never keys. When the body names keys with a closing
     keyword (``Fixes CTMS-1``), only those count: an explicit link beats loose mentions.
+    A closed GitHub issue counts only of ``repo``'s owner (`pull_reach.may_link`): its
+    outcome moves the lessons learned from the issue, and another owner's are not its to move.
     """
     title, branch, body = title[:TITLE_CHARS], branch[:BRANCH_CHARS], (body or "")[:BODY_CHARS]
     closing_jira = _keys(CLOSES_JIRA, body) + _keys(CLOSES_JIRA, title)
@@ -82,5 +85,7 @@ def pull_request_links(title: str, branch: str, body: str | None, repo: str) -> 
     closes: dict[str, None] = {}
     for text in (title, body):
         for match in CLOSES_ISSUE.finditer(text):
-            closes.setdefault(f"{match.group(1) or repo}#{int(match.group(2))}", None)
+            ticket = f"{match.group(1) or repo}#{int(match.group(2))}"
+            if may_link(repo, ticket):
+                closes.setdefault(ticket, None)
     return PullRequestLinks(jira_keys=tuple(jira), closes=tuple(closes))

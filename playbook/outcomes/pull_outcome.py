@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from playbook.lessons import lifecycle
 from playbook.models import PullRequest
-from playbook.outcomes import tracking, unreviewed, usage
+from playbook.outcomes import pull_reach, tracking, unreviewed, usage
 from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.outcomes.evidence import ACTOR
 from playbook.outcomes.tracking import PullRequestState
@@ -281,6 +281,10 @@ def settle(
         others = [p for p in tracking.pulls_of(session, ticket) if p.key != pull.key]
         alive = tuple(p.key for p in others if tracking.alive(p))
         for bullet in tracking.learned_from(session, ticket):
+            if not pull_reach.may_touch(pull.repo, bullet.scope):
+                # A Jira ticket is anyone's to name: its lessons of another owner's
+                # repository are not this PR's to approve or demote.
+                continue
             by_hand = evidence_at is not None and tracking.changed_by_hand_since(
                 session, bullet.id, evidence_at, bot
             )
@@ -318,7 +322,7 @@ def settle(
                 if change.changed:
                     outcome.demoted.append(bullet.id)
     success = merged and pull.reverted_by is None
-    outcome.settled = usage.settle(session, tracking.cites_in(session, pull.key), success)
+    outcome.settled = usage.settle(session, pull_reach.cites_in(session, pull.key), success)
     session.flush()
     return outcome
 

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from playbook.experiment import outcomes as experiment_outcomes
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, PullRequest
-from playbook.outcomes import revert_signals, tracking, unreviewed, usage
+from playbook.outcomes import pull_reach, revert_signals, tracking, unreviewed, usage
 from playbook.outcomes.evidence import ACTOR
 from playbook.outcomes.pull_outcome import DEMOTED_REVERTED, LessonVerdict, Move
 from playbook.outcomes.tracking import PullRequestState
@@ -186,7 +186,8 @@ def _lessons(
     found: dict[str, RevertedLesson] = {}
 
     def add(bullet: Bullet, alive: tuple[str, ...]) -> None:
-        if bullet.id in found:
+        # Another owner's lesson is not this PR's to move, whatever ticket names it.
+        if bullet.id in found or not pull_reach.may_touch(pull.repo, bullet.scope):
             return
         by_hand = since is not None and tracking.changed_by_hand_since(
             session, bullet.id, since, bot
@@ -264,7 +265,7 @@ def _move(session: Session, pull: PullRequest, now: PullRequest | None, bot: str
     pull.reverted_by = change.now
     # A reverted PR's cites helped build what the team undid: they count as failures.
     change.settled = usage.settle(
-        session, tracking.cites_in(session, pull.key), pull.state == "merged" and now is None
+        session, pull_reach.cites_in(session, pull.key), pull.state == "merged" and now is None
     )
     experiment_outcomes.refresh(session, tracking.tickets_of(session, pull.key))
     session.flush()

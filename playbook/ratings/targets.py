@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook.models import Bullet, Rating, UsageEvent
+from playbook.outcomes import pull_reach
 
 # One job asks about this many lessons at most: a ticket's comment shows five or so, and a
 # longer list would only make the prompt (and the model's attention) thinner.
@@ -18,7 +19,8 @@ def to_rate(session: Session, pr_key: str, tickets: Sequence[str]) -> list[Bulle
     """Lessons loaded for ``tickets``, not cited for them or in the PR, not rated for the PR yet.
 
     In the order they were first shown; deprecated ones too (a lesson shown and then demoted
-    was still shown), but never a proposal (nothing shows those).
+    was still shown), but never a proposal (nothing shows those), nor a lesson out of the
+    PR's reach (another owner's repository scope).
     """
     if not tickets:
         return []
@@ -41,6 +43,9 @@ def to_rate(session: Session, pr_key: str, tickets: Sequence[str]) -> list[Bulle
     found = {
         bullet.id: bullet
         for bullet in session.scalars(select(Bullet).where(Bullet.id.in_(wanted)))
+        # A Jira ticket is anyone's to name: another owner's lesson shown for it is not
+        # rated against this PR's work (`pull_reach`).
         if bullet.status != "proposed"
+        and pull_reach.may_touch(pull_reach.repo_of(pr_key), bullet.scope)
     }
     return [found[b] for b in wanted if b in found]
