@@ -96,6 +96,8 @@ def test_backfill_applies_closed_pull_requests_within_the_window(loop: Loop) -> 
         ):
             lifecycle.add(session, text, learned_from=ticket, scope="CTMS", actor="seed")
     now = datetime.now(UTC)
+    # The author of #5 can write to the repository: its Lessons section is vouched for.
+    loop.github.permissions[(REPO, "agent-bot")] = "write"
     loop.github.add_pull(
         REPO,
         5,
