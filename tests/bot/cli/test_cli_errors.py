@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
+from sqlalchemy import Engine
 
 from playbook import upkeep
 from tests.bot.cli.fake_github import TOKEN, as_app, fake_github
@@ -185,7 +186,11 @@ def test_redeliveries_github_refuses_are_listed_then_one_error(cli, github, monk
 
 
 @pytest.mark.slow
-def test_a_github_failure_in_a_real_process(database_url: str, tmp_path: Path) -> None:
+def test_a_github_failure_in_a_real_process(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    # The playbook exists already (``engine``), so the process's only line is the error: run
+    # alone, it would otherwise first say it created the schema.
     url = f"http://127.0.0.1:{closed_port()}"
     env = clean_env(database_url) | {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": url}
     done = installed(["backfill", "--repo", REPO], env, tmp_path)
