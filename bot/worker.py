@@ -26,10 +26,13 @@ from bot.outcomes import Deferred, Ignored, LeaseLost, PermanentError, classify,
 from bot.services import Services
 from playbook import clock, db
 from playbook.deliveries import heartbeats, inbox, installations
+from playbook.errors import Conflict
 from playbook.models import Delivery
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# How often a delivery that lost a status race runs again at once, before it waits its backoff.
+CONFLICT_RERUNS = 2
 
 __all__ = ["PermanentError", "Services", "Worker", "start_thread"]
 
@@ -152,7 +155,7 @@ class Worker:
         claim = Claim(delivery.id, self.name, self.lease, self.services.engine, self.keeper)
         try:
             with claims.handling(claim):
-                status, reason = self._dispatch(delivery, parsed)
+                status, reason = self._dispatch_settled(delivery, parsed)
         except LeaseLost as lost:
             log.warning("%s: %s; it posts nothing more for it", what, lost)
             return
@@ -180,6 +183,22 @@ class Worker:
             log.info("%s ignored: %s", what, reason)
         else:
             log.info("%s done", what)
+
+    def _dispatch_settled(
+        self, delivery: Delivery, event: Event | Exception
+    ) -> tuple[str, str | None]:
+        # A Conflict means another writer changed the lesson between our read and our write,
+        # and has committed: reading again decides afresh. Handlers are idempotent (a
+        # redelivery runs them again anyway), so running them again at once beats waiting a
+        # backoff; a race that keeps being lost falls back to the transient retry.
+        for rerun in range(CONFLICT_RERUNS + 1):
+            try:
+                return self._dispatch(delivery, event)
+            except Conflict as lost:
+                if rerun == CONFLICT_RERUNS:
+                    raise
+                log.info("%s lost a status race (%s); running it again", label(delivery), lost)
+        raise AssertionError("unreachable")
 
     def _dispatch(self, delivery: Delivery, event: Event | Exception) -> tuple[str, str | None]:
         if isinstance(event, Exception):
