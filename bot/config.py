@@ -2,59 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.agent_tokens import AgentToken, agent_tokens, scope_problem
 from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.reviews.capture_from import CaptureFrom, CaptureSetting
 
 if TYPE_CHECKING:
     from playbook.experiment import holdout
-
-
-@dataclass(frozen=True)
-class AgentToken:
-    """One entry of PLAYBOOK_AGENT_TOKENS: who the agent is and which scope it works in."""
-
-    name: str
-    token: str
-    scope: str | None
-    # The entry as written: accepted too, so a token that happens to contain a colon still
-    # works when it is sent whole.
-    entry: str = ""
-
-
-# `name:token` or `name@scope:token`; a bare token has no such prefix. Names and scopes are
-# what GitHub repositories and Jira projects are spelled with, so a token is never split
-# inside itself unless it starts like one (documented: tokens hold no colons or commas).
-_NAMED_TOKEN = re.compile(
-    r"(?P<name>[A-Za-z0-9._-]{1,64})(?:@(?P<scope>[A-Za-z0-9._/-]{1,200}))?:(?P<token>.+)"
-)
-
-
-def agent_tokens(value: str, default_scope: str | None) -> dict[str, AgentToken]:
-    """The agent tokens in ``value`` by token; unnamed ones are named by a digest prefix."""
-    found: dict[str, AgentToken] = {}
-    for raw in value.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
-        named = _NAMED_TOKEN.fullmatch(entry)
-        if named:
-            token = named["token"].strip()
-            agent = AgentToken(named["name"], token, named["scope"] or default_scope, entry)
-        else:
-            digest = hashlib.sha256(entry.encode()).hexdigest()[:8]
-            agent = AgentToken(f"agent-{digest}", entry, default_scope, entry)
-        found[agent.token] = agent
-    return found
 
 
 class Settings(BaseSettings):
@@ -546,6 +506,19 @@ class Settings(BaseSettings):
             CronTrigger.from_crontab(value, timezone="UTC")
         except ValueError as error:
             raise ValueError(f"{value!r} is not a crontab expression ({error})") from None
+        return value
+
+    @field_validator("agent_scope", "agent_tokens")
+    @classmethod
+    def _scopes_tickets_can_have(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # A scope no ticket key can belong to (MY-PROJ, a/b/c) would silently match nothing.
+        scopes = (
+            {value}
+            if info.field_name == "agent_scope"
+            else {agent.scope for agent in agent_tokens(value or "", None).values()}
+        )
+        for problem in filter(None, map(scope_problem, sorted(s for s in scopes if s))):
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
