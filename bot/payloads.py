@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from playbook.deliveries import tickets
 from playbook.lessons.fields import printable
 from playbook.search.text import Ticket
 
@@ -45,8 +46,17 @@ RepoName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{
 CommitSha = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")]
 # GitHub logins, and App bots as `name[bot]`.
 Login = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}(\[bot\])?$")]
+
+
+def _jira_key(value: str) -> str:
+    """``value`` when it is a Jira issue key by the one rule the receiver also applies."""
+    if tickets.jira_key(value) is None:
+        raise ValueError("must be a Jira issue key such as PB-12")
+    return value
+
+
 # Atlassian's project keys: a letter, then letters, digits or underscores; then the number.
-JiraKey = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{0,49}-[0-9]{1,18}$")]
+JiraKey = Annotated[str, AfterValidator(_jira_key)]
 JiraId = Annotated[
     str,
     BeforeValidator(lambda v: str(v) if isinstance(v, int) else v),
