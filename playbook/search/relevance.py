@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from playbook.search.index import K1
+from playbook.search.ranking import FRESHNESS_FLOOR, FRESHNESS_HALF_LIFE_DAYS
 from playbook.search.text import Ticket, bullet_tokens, query_tokens, tokenize
 
 MODEL_VERSION = 1
@@ -31,16 +32,18 @@ FEATURES = (
     "gap_next",  # drop to the next lesson's text match, over the first one's
     "lesson_length",  # log of the lesson's token count: long lessons match everything a little
     "freshness",  # the ranking's fade since the lesson last changed or was cited (age)
+    "idle_days",  # the same age in log days (read back from the fade): links are mostly recent
+    "query_length",  # log of the ticket's query token count: long tickets match everything
 )
 
 # A word with an inner capital (ClassName, getFoo), a path with a slash, a dotted key of three
 # or more parts (a.b.c, also file.name.ext), or a code of capitals and digits (ORA-00942,
 # E1234): words a ticket and a lesson share by chance far less often than prose.
 _IDENTIFIER = re.compile(
-    r"\b[A-Za-z_][a-z0-9_]*[A-Z][A-Za-z0-9_]*\b"
+    r"\b[A-Z]{1,6}-?\d{3,}\b"
     r"|(?:[\w.-]+/)+[\w.-]+"
     r"|\b[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*){2,}\b"
-    r"|\b[A-Z]{1,6}-?\d{3,}\b"
+    r"|\b[A-Za-z_]*[a-z][a-z0-9_]*[A-Z][A-Za-z0-9_]*\b"
 )
 _IDENTIFIER_CHARS = 2_000  # what of each text is read for identifiers: the part searched
 
@@ -84,16 +87,19 @@ def extract(
     ticket: Ticket,
     hits: Sequence[Any],
     idf: Mapping[str, float],
+    tokens: Sequence[str] | None = None,
 ) -> list[dict[str, float]]:
     """The features of each ranked hit for ``ticket`` (best first), from what the search has.
 
     ``hits`` need ``bm25``, ``text``, ``tags``, ``freshness`` (as `retrieval.Hit` has);
     ``idf`` maps the ticket's query tokens to their idf in the index searched
-    (`Retriever.idfs`). Pure: no database, no index.
+    (`Retriever.idfs`); ``tokens``, the query's tokens when the search has them at hand
+    (``SearchResult.query.split()``), saves tokenizing the ticket again. Pure: no database.
     """
     if not hits:
         return []
-    tokens = query_tokens(ticket)
+    if tokens is None:
+        tokens = query_tokens(ticket)
     # The most a lesson could score: every query token at its idf's ceiling under BM25.
     ceiling = sum(idf.get(t, 0.0) for t in tokens) * (K1 + 1) or 1.0
     distinct = {t: idf.get(t, 0.0) for t in dict.fromkeys(tokens)}
@@ -103,6 +109,7 @@ def extract(
     ticket_ids = identifiers(f"{ticket.summary}\n{ticket.description or ''}")
     ticket_tags = set(tokenize(" ".join(ticket.labels)))
     top = max(hits[0].bm25, 1e-9)
+    query_length = math.log1p(len(tokens))
     rows = []
     for i, hit in enumerate(hits):
         have, length, lesson_ids, lesson_tags = _lesson_terms(hit.text, tuple(hit.tags))
@@ -122,9 +129,21 @@ def extract(
                 "gap_next": (hit.bm25 - following) / top,
                 "lesson_length": math.log1p(length),
                 "freshness": float(hit.freshness),
+                "idle_days": _idle_days(float(hit.freshness)),
+                "query_length": query_length,
             }
         )
     return rows
+
+
+def _idle_days(fresh: float) -> float:
+    """log1p of the idle days a freshness stands for (`ranking.faded` inverted)."""
+    part = (fresh - FRESHNESS_FLOOR) / (1 - FRESHNESS_FLOOR)
+    if part >= 1.0:
+        return 0.0
+    if part <= 0.0:  # faded all the way (or freshness is off): as old as it can read
+        return math.log1p(FRESHNESS_HALF_LIFE_DAYS * 20)
+    return math.log1p(-FRESHNESS_HALF_LIFE_DAYS * math.log2(part))
 
 
 # The same lessons come back search after search: their terms are read once per text.
