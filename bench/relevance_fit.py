@@ -22,6 +22,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import math
 import sys
 import tempfile
 import time
@@ -51,27 +52,9 @@ from playbook.search.retrieval import Retriever  # noqa: E402
 K = 5
 CACHE_VERSION = 3  # bump with any change to the features or the replay
 MODEL_PATH = ROOT / "playbook" / "search" / relevance.MODEL_FILE
-FLOORS = (
-    0.0,
-    0.003,
-    0.005,
-    0.0075,
-    0.01,
-    0.0125,
-    0.015,
-    0.02,
-    0.025,
-    0.03,
-    0.04,
-    0.05,
-    0.06,
-    0.08,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.5,
-)
+FLOORS = (0.0, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.0225, 0.025, 0.0275)
+FLOORS += (0.03, 0.035, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5)
+SHARES = (0.5, 0.25)  # lesson floors tried, as shares of the comment's floor
 # The issue's goal at the default floor.
 GOAL_COMMENTED, GOAL_KEPT, GOAL_LESSON_PRECISION = 0.40, 0.75, 0.033
 
@@ -185,17 +168,33 @@ def calibration(p: np.ndarray, y: np.ndarray) -> list[dict[str, float]]:
     return rows
 
 
-def curve(tickets: list[dict[str, Any]], probs: list[list[float]]) -> list[dict[str, Any]]:
-    """Comments, kept relevant comments and precision at each floor; floor None = always five."""
+def any_relevant(ps: list[float]) -> float:
+    """The chance that at least one of the lessons is relevant (taken as independent)."""
+    return 1.0 - math.prod(1.0 - p for p in ps)
+
+
+GATES = {"best": max, "any": any_relevant}
+gate = max  # how a comment's lessons decide whether it is posted; --gate
+
+
+def curve(
+    tickets: list[dict[str, Any]], probs: list[list[float]], share: float = 1.0
+) -> list[dict[str, Any]]:
+    """Comments, kept relevant comments and precision at each floor; floor None = always five.
+
+    A ticket is commented on when its best lesson reaches the floor; the comment shows the
+    lessons at ``share`` of the floor or above (1: the floor itself).
+    """
     relevant_today = sum(1 for t in tickets if any(t["labels"]))
     rows = []
     for floor in (None, *FLOORS):
         comments = good = shown = relevant = 0
         for t, ps in zip(tickets, probs, strict=True):
+            speak = floor is None or (bool(ps) and gate(ps) >= floor)
             kept = [
                 label
                 for label, p in zip(t["labels"], ps, strict=True)
-                if floor is None or p >= floor
+                if speak and (floor is None or p >= floor * share)
             ]
             if not kept:
                 continue
@@ -207,11 +206,12 @@ def curve(tickets: list[dict[str, Any]], probs: list[list[float]]) -> list[dict[
         gated = sum(
             1
             for t, ps in zip(tickets, probs, strict=True)
-            if any(t["labels"]) and ps and (floor is None or max(ps) >= floor)
+            if any(t["labels"]) and ps and (floor is None or gate(ps) >= floor)
         )
         rows.append(
             {
                 "floor": floor,
+                "lesson_floor": None if floor is None else floor * share,
                 "commented": comments / len(tickets),
                 "kept_if_all_five": gated / relevant_today if relevant_today else 0.0,
                 "kept": good / relevant_today if relevant_today else 0.0,
@@ -263,7 +263,7 @@ def print_curve(rows: list[dict[str, Any]]) -> None:
         f"{'lesson prec':>12} {'kept, gate only':>16}"
     )
     for r in rows:
-        name = "always 5" if r["floor"] is None else f"{r['floor']:.3f}"
+        name = "always 5" if r["floor"] is None else f"{r['floor']:.4g}"
         print(
             f"  {name:>10} {r['commented']:>10.1%} {r['kept']:>7.1%} "
             f"{r['comment_precision']:>13.1%} {r['lesson_precision']:>12.2%} "
@@ -278,9 +278,17 @@ def main() -> None:
     parser.add_argument("--features", default=None, help="comma-separated; default: the model's")
     parser.add_argument("--all-features", action="store_true", help="every feature extracted")
     parser.add_argument("--write", action="store_true", help=f"write {MODEL_PATH.name}")
+    parser.add_argument(
+        "--gate",
+        choices=sorted(GATES),
+        default="best",
+        help="comment when the best lesson, or the chance any is relevant, reaches the floor",
+    )
     parser.add_argument("--no-cache", action="store_true", help="replay even if cached")
     args = parser.parse_args()
     dataset = datasets.from_arguments(args)
+    global gate
+    gate = GATES[args.gate]
     data = cached_replay(dataset, not args.no_cache)
     tickets = data["tickets"]
     if args.features:
@@ -331,9 +339,19 @@ def main() -> None:
     print("abstention on the held-out half (always 5 = today):")
     print_curve(rows)
     raw_score_baseline(test, (0.25, 0.40))
-    chosen = choose(rows)
+    # The comment's gate and the floor of the lessons in it need not be one number: a ticket
+    # worth a comment often has its linked lesson below the best one.
+    policies = {1.0: rows}
+    for share in SHARES:
+        policies[share] = curve(test, probs, share)
+        print(f"abstention, lessons shown at {share:g} x the floor (comment gate = the floor):")
+        print_curve(policies[share])
+    best = {share: choose(r) for share, r in policies.items()}
+    share = min(best, key=lambda s: (round(meets(best[s]), 4), -best[s]["kept"], -s))
+    chosen = best[share]
     print(
-        f"chosen floor {chosen['floor']}: commented {chosen['commented']:.1%} (goal <= 40%), "
+        f"chosen: comment floor {chosen['floor']}, lesson floor {chosen['lesson_floor']:.4g} "
+        f"({share:g} x): commented {chosen['commented']:.1%} (goal <= 40%), "
         f"kept {chosen['kept']:.1%} (goal >= 75%), lesson precision "
         f"{chosen['lesson_precision']:.2%} (goal >= 3.3%), comment precision "
         f"{chosen['comment_precision']:.1%}"
@@ -350,7 +368,15 @@ def main() -> None:
         "curve": [
             {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows
         ],
+        "curves_by_lesson_share": {
+            str(k): [
+                {a: (round(b, 4) if isinstance(b, float) else b) for a, b in r.items()} for r in v
+            ]
+            for k, v in policies.items()
+            if k != 1.0
+        },
         "floor": chosen["floor"],
+        "lesson_floor": chosen["lesson_floor"],
         "feature_ms_p50": round(p50, 3),
         "machine": machine.describe(None),
     }
@@ -365,6 +391,7 @@ def main() -> None:
             "coefficients": [round(float(v), 6) for v in lr.coef_[0]],
             "intercept": round(float(lr.intercept_[0]), 6),
             "floor": chosen["floor"],
+            "lesson_floor": round(chosen["lesson_floor"], 6),
             "fitted_on": {
                 "dataset": dataset.name,
                 "tickets": len(tickets),
