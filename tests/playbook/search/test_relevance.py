@@ -223,3 +223,21 @@ def test_through_the_real_search_a_related_lesson_is_more_probable(engine: Engin
     }
     assert p["related"] > p["unrelated"]
     assert all(0.0 <= value <= 1.0 for value in p.values())
+
+
+def test_search_json_carries_the_relevance_of_each_lesson(cli, engine: Engine) -> None:
+    with transaction(engine) as session:
+        for n, text in enumerate(FILLER):
+            bulk.put(session, {"id": f"filler-{n}", "text": text, "scope": "PAY"}, actor="t")
+        bulk.put(
+            session,
+            {"id": "related", "text": "StripeWebhookHandler retries must be idempotent"},
+            actor="t",
+        )
+        bulk.put(session, {"id": "loose", "text": "Webhook dashboards load slowly"}, actor="t")
+    done = cli("search", "StripeWebhookHandler retries charge twice\nwebhook", "--json")
+    results = json.loads(done.stdout)["results"]
+    by_id = {row["id"]: row["relevance"] for row in results}
+    assert by_id.keys() >= {"related", "loose"}
+    assert all(0.0 <= p <= 1.0 for p in by_id.values())
+    assert by_id["related"] > by_id["loose"]
