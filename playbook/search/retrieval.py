@@ -200,14 +200,6 @@ class Retriever(SyncedIndex):
             rerank_reason=reason,
         )
 
-    def idfs(self, terms: Iterable[str]) -> dict[str, float]:
-        """Each term's idf in the index as last synced (0 for a term no lesson has).
-
-        For the relevance estimate, right after a search: no sync, so it reads the same index.
-        """
-        with self._lock:
-            return {term: self._index.idf(term) for term in set(terms)}
-
     def _rank(
         self,
         session: Session,
