@@ -12,7 +12,13 @@ folder by dataset and feature version, so only the first run replays.
 Tickets are split in two halves by key hash: a scikit-learn logistic regression is fitted on
 one and judged on the other (AUC; the AUC without each feature, to see which help; the
 calibration table by decile of predicted probability; the abstention curve over floors against
-today's always-five). ``--write`` refits on every pair and writes the packaged coefficients file.
+today's always-five and the raw top-score floor the issue tried). A comment is posted when its
+best lesson reaches the floor; the curves are repeated with the lessons inside it held to a lower
+floor (0.5x, 0.25x). The floor chosen is the one that best meets the issue's goal (at most 40% of
+tickets commented on, at least 75% of today's comments holding a relevant lesson kept, at least
+3.3% of shown lessons relevant). ``--write`` refits on every pair and writes the packaged
+coefficients file with the chosen floors. The time the estimate takes per search is measured in
+the replay (k = 5, and 20 candidates on every tenth ticket).
 Needs ``pip install '.[bench]'`` (scikit-learn).
 """
 
@@ -23,6 +29,7 @@ import gzip
 import hashlib
 import json
 import math
+import statistics
 import sys
 import tempfile
 import time
@@ -50,7 +57,7 @@ from playbook.search import relevance  # noqa: E402
 from playbook.search.retrieval import Retriever  # noqa: E402
 
 K = 5
-CACHE_VERSION = 3  # bump with any change to the features or the replay
+CACHE_VERSION = 4  # bump with any change to the features or the replay
 MODEL_PATH = ROOT / "playbook" / "search" / relevance.MODEL_FILE
 FLOORS = (0.0, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.0225, 0.025, 0.0275)
 FLOORS += (0.03, 0.035, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5)
@@ -74,6 +81,7 @@ def replay(rows: list[dict[str, Any]]) -> dict[str, Any]:
     links = linked(rows)
     tickets: list[dict[str, Any]] = []
     took: list[float] = []
+    took_20: list[float] = []
     retriever = Retriever()
     with scratch_playbook("rel") as engine:
         session = Session(engine)
@@ -102,6 +110,12 @@ def replay(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 )
             else:
                 tickets.append({"key": row["key"], "lessons": [], "labels": [], "features": []})
+            if i % 10 == 0:  # the goal's case, on every tenth ticket: 20 candidates
+                wide = retriever.search(session, question, k=20)
+                started = time.perf_counter()
+                tokens = wide.query.split()
+                relevance.extract(question, wide.hits, retriever.idfs(tokens), tokens)
+                took_20.append(time.perf_counter() - started)
             try:
                 bulk.put(session, lesson(row, "relevance_fit"), actor="relevance_fit")
             except secrets.HoldsCredential:
@@ -109,7 +123,11 @@ def replay(rows: list[dict[str, Any]]) -> dict[str, Any]:
             if i % 1000 == 999:
                 print(f"  replayed {i + 1:,} issues", file=sys.stderr)
         session.close()
-    return {"tickets": tickets, "feature_ms": [t * 1000 for t in took]}
+    return {
+        "tickets": tickets,
+        "feature_ms": [t * 1000 for t in took],
+        "feature_ms_20": [t * 1000 for t in took_20],
+    }
 
 
 def cached_replay(dataset: datasets.Dataset, use_cache: bool) -> dict[str, Any]:
@@ -124,6 +142,11 @@ def cached_replay(dataset: datasets.Dataset, use_cache: bool) -> dict[str, Any]:
     print(f"replayed in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     path.write_bytes(gzip.compress(json.dumps(data).encode()))
     return data
+
+
+def median(values: list[float]) -> float:
+    """The median, or nan for none."""
+    return statistics.median(values) if values else float("nan")
 
 
 def in_test(key: str) -> bool:
@@ -356,9 +379,11 @@ def main() -> None:
         f"{chosen['lesson_precision']:.2%} (goal >= 3.3%), comment precision "
         f"{chosen['comment_precision']:.1%}"
     )
-    ms = sorted(data["feature_ms"])
-    p50 = ms[len(ms) // 2] if ms else float("nan")
-    print(f"feature extraction per search (k = {K}): p50 {p50:.3f} ms")
+    p50, p50_20 = median(data["feature_ms"]), median(data["feature_ms_20"])
+    print(
+        f"the estimate's time per search (idfs + features; the model's dot product adds ~µs): "
+        f"k = {K} p50 {p50:.3f} ms, 20 candidates p50 {p50_20:.3f} ms (goal < 1 ms)"
+    )
     line: dict[str, Any] = {
         "dataset": dataset.describe(),
         "features": names,
@@ -378,6 +403,7 @@ def main() -> None:
         "floor": chosen["floor"],
         "lesson_floor": chosen["lesson_floor"],
         "feature_ms_p50": round(p50, 3),
+        "feature_ms_p50_20_candidates": round(p50_20, 3),
         "machine": machine.describe(None),
     }
     if args.write:
