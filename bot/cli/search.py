@@ -10,6 +10,7 @@ from bot.cli.base import Context, UserError, echo_json, note, pass_context
 from playbook import clock
 from playbook.experiment import holdout
 from playbook.repos import stored
+from playbook.search import relevance
 from playbook.search.ranking import RANK_MODES
 from playbook.search.retrieval import Hit, Retriever, SearchResult
 from playbook.search.text import Ticket
@@ -90,7 +91,8 @@ def search(
         now = clock.now()
         share = stored.holdout_percent(session, ticket)
         arm = holdout.arm_for(session, ctx.settings.experiment, ticket, now, share)
-        result = Retriever.shared(session).search(
+        retriever = Retriever.shared(session)
+        result = retriever.search(
             session,
             query,
             k=k,
@@ -98,6 +100,9 @@ def search(
             max_chars=max_chars,
             record=record and arm != "held_out",
         )
+        # The estimate reads the index this search used, so it is taken before the session ends.
+        tokens = result.query.split()
+        estimate = relevance.extract(query, result.hits, retriever.idfs(tokens), tokens)
         if record and ticket and arm is not None:
             ranked = [(hit.bullet_id, hit.rank) for hit in result.hits]
             holdout.record_exposures(
@@ -134,6 +139,7 @@ def search(
                         "text": hit.text,
                         "learned_from": hit.learned_from,
                         "scope": hit.scope,
+                        "relevance": round(relevance.probability(features), 4),
                     }
                     | (
                         {
@@ -153,7 +159,7 @@ def search(
                         if explain
                         else {}
                     )
-                    for hit in result.hits
+                    for hit, features in zip(result.hits, estimate, strict=True)
                 ],
             }
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import delete, event, exc, or_, select
@@ -92,6 +93,14 @@ class SyncedIndex:
         self.sync(session)
         with self._lock:
             return set(self._index.scope_names())
+
+    def idfs(self, terms: Iterable[str]) -> dict[str, float]:
+        """Each term's idf in the index as last synced (0 for a term no lesson has).
+
+        For the relevance estimate, right after a search: no sync, so it reads the same index.
+        """
+        with self._lock:
+            return {term: self._index.idf(term) for term in set(terms)}
 
     def sync(self, session: Session, *, save: bool = True, writing: bool = False) -> int:
         """Bring the index up to the database's playbook version; returns that version.
