@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,22 +150,6 @@ def test_a_written_model_round_trips(tmp_path: Path) -> None:
     )
     model = relevance.load_model(path)
     assert model.probability({"bm25_norm": 0.0}) == 0.5
-
-
-def test_twenty_candidates_take_well_under_a_millisecond() -> None:
-    hits = [
-        FakeHit(f"pb-{n}", f"Lesson {n} about ConsumerThing{n} and the broker log error", 10.0 - n)
-        for n in range(20)
-    ]
-    idf = idf_of()
-    relevance.extract(TICKET, hits, idf)  # the lessons' terms are read once per text
-    took = []
-    for _ in range(50):
-        started = time.perf_counter()
-        relevance.extract(TICKET, hits, idf)
-        took.append(time.perf_counter() - started)
-    # The goal is < 1 ms p50; the bound leaves room for a loaded test machine.
-    assert statistics.median(took) < 0.005
 
 
 FILLER = [
