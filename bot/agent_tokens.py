@@ -43,18 +43,3 @@ def agent_tokens(value: str, default_scope: str | None) -> dict[str, AgentToken]
             agent = AgentToken(f"agent-{digest}", entry, default_scope, entry)
         found[agent.token] = agent
     return found
-
-
-def scope_problem(scope: str) -> str | None:
-    """Why no ticket key can belong to ``scope`` (it would silently match nothing), or None.
-
-    ``owner/repo`` (one slash, a name on each side) or a Jira project key (no ``-``): the
-    scopes ``playbook.scopes.scope_of`` can return.
-    """
-    owner, slash, name = scope.partition("/")
-    fits = (
-        bool(owner and name and "/" not in name and "#" not in scope)
-        if slash
-        else ("-" not in scope and "#" not in scope)
-    )
-    return None if fits else f"scope {scope!r} is neither owner/repo nor a Jira project key"

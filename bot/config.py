@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.agent_tokens import AgentToken, agent_tokens, scope_problem
+from bot.agent_tokens import AgentToken, agent_tokens
+from playbook import scope_names
 from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.reviews.capture_from import CaptureFrom, CaptureSetting
 
@@ -517,7 +518,7 @@ class Settings(BaseSettings):
             if info.field_name == "agent_scope"
             else {agent.scope for agent in agent_tokens(value or "", None).values()}
         )
-        for problem in filter(None, map(scope_problem, sorted(s for s in scopes if s))):
+        for problem in filter(None, map(scope_names.problem, sorted(s for s in scopes if s))):
             raise ValueError(problem)
         return value
 

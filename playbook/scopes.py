@@ -20,37 +20,9 @@ from sqlalchemy import ColumnElement, and_, false, func, not_, or_, select, true
 from sqlalchemy.orm import QueryableAttribute, Session
 
 from playbook.models import Bullet, UsageEvent
+from playbook.scope_names import is_project, is_repository, scope_of
 
 GLOBAL = "global"
-
-
-def scope_of(key: str | None) -> str | None:
-    """The scope whose work ``key`` is: ``owner/repo`` of ``owner/repo#N``, ``PROJ`` of
-    ``PROJ-123``; None for anything else (empty, ``a/b/c#1``, ``#3``, ``x/y``, ``PROJ``).
-
-    Split at the first ``#`` or ``-``: what follows is the ticket's own and names no scope,
-    so a key has one scope whichever scopes exist. ``View.owns`` is the same rule in SQL.
-    """
-    if not key:
-        return None
-    if "#" in key:
-        repository = key.partition("#")[0]
-        return repository if _repository(repository) else None
-    if "/" in key:
-        return None  # a path or a repository without an issue number: nobody's ticket
-    project, dash, _ = key.partition("-")
-    return project if dash and project else None
-
-
-def _repository(scope: str) -> bool:
-    """True for ``owner/repo``: one slash, a name on each side, no ``#``."""
-    owner, slash, name = scope.partition("/")
-    return bool(owner and slash and name) and "/" not in name and "#" not in scope
-
-
-def _project(scope: str) -> bool:
-    """True for a Jira project key as ``scope_of`` can return it: no ``/``, ``#`` or ``-``."""
-    return bool(scope) and not any(mark in scope for mark in "/#-")
 
 
 @dataclass(frozen=True)
@@ -89,10 +61,10 @@ class View:
         """
         if self.scope is None:
             return true()
-        if _repository(self.scope):
+        if is_repository(self.scope):
             prefix = f"{self.scope}#"
             return func.substr(key, 1, len(prefix)) == prefix
-        if _project(self.scope):
+        if is_project(self.scope):
             prefix = f"{self.scope}-"
             # contains() of a character that is no LIKE wildcard: a plain substring test.
             return and_(

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from playbook.errors import BulletNotFound
 from playbook.lessons import fields
 from playbook.models import Bullet
+from playbook.scope_names import scope_of
 from playbook.scopes import GLOBAL
 
 # The one answer for a missing id and for one out of reach: the same words for both.
@@ -45,9 +46,9 @@ class Place:
 
     @classmethod
     def jira(cls, issue_key: str) -> Place:
-        """A Jira issue: its project (the part of the key before the last ``-``), the one the
-        commenter's Jira permission was checked in."""
-        project = issue_key.rsplit("-", 1)[0]
+        """A Jira issue: its project (``scope_of`` the key), the one the commenter's Jira
+        permission was checked in."""
+        project = scope_of(issue_key) or issue_key
         return cls(frozenset({project}), project)
 
     def may_change(self, scope: str) -> bool:

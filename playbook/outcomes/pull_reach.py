@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook.models import Bullet, UsageEvent
+from playbook.scope_names import scope_of
 from playbook.scopes import GLOBAL
 
 
@@ -25,8 +26,8 @@ def owner_of(repo_or_key: str) -> str:
 
 
 def repo_of(pr_key: str) -> str:
-    """The repository ``owner/repo`` of a PR key ``owner/repo#12``."""
-    return pr_key.rpartition("#")[0] if "#" in pr_key else pr_key
+    """The repository ``owner/repo`` of a PR key ``owner/repo#12`` (``scope_of``'s rule)."""
+    return scope_of(pr_key) or pr_key
 
 
 def may_touch(repo: str, scope: str) -> bool:
