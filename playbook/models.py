@@ -277,6 +277,13 @@ class BotComment(Base):
     body: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The relevance estimate of each lesson in ``bullet_ids`` when it was shown (same order):
+    # a reaction or reply about the comment becomes a labelled pair with the estimate it judged.
+    relevances: Mapped[list[float] | None] = mapped_column(JSON)
+    # Reading its reactions: the ETag of the last answer (an unchanged comment then costs a
+    # 304, which GitHub does not count against the rate limit) and when they were last read.
+    reactions_etag: Mapped[str | None] = mapped_column(String(200))
+    reactions_read_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class SideEffect(Base):
@@ -338,6 +345,9 @@ class Retrieval(Base):
     # The ticket's summary and the text searched (bounded), for gaps; None without a ticket.
     title: Mapped[str | None] = mapped_column(Text)
     text: Mapped[str | None] = mapped_column(Text)
+    # For the bot's own comment searches: True when a comment shows lessons, False when none
+    # reached the relevance floor and the bot kept quiet (None: an agent's or a held-out search).
+    spoke: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Lease(Base):
@@ -598,3 +608,45 @@ class Embedding(Base):
     # The `embedding_version` counter at the last write: indexes read what is newer.
     version: Mapped[int] = mapped_column(BigInteger, index=True)
     computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class FitLabel(Base):
+    """A person's verdict on whether a lesson fitted a ticket: a 👍/👎 or a `/playbook` reply.
+
+    About fit for that ticket, not the lesson's truth: it never changes a lesson's status or
+    confidence, only the per-scope calibration of the relevance estimate. One per person,
+    ticket, lesson and source: a changed mind replaces the verdict; a removed reaction drops it.
+    """
+
+    __tablename__ = "fit_labels"
+    __table_args__ = (
+        UniqueConstraint(
+            "ticket_key", "bullet_id", "actor", "source", name="uq_fit_labels_ticket_bullet_actor"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    scope: Mapped[str] = mapped_column(String(200), index=True)
+    ticket_key: Mapped[str] = mapped_column(String(200), index=True)
+    bullet_id: Mapped[str] = mapped_column(String(64), ForeignKey("bullets.id"), index=True)
+    helpful: Mapped[bool] = mapped_column(Boolean)
+    source: Mapped[str] = mapped_column(String(16))  # reaction | command
+    target: Mapped[str] = mapped_column(String(16))  # github | jira
+    actor: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(Text)
+    # The estimate when the lesson was shown (None: it was not in the bot's comment).
+    relevance: Mapped[float | None] = mapped_column(Float)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class FitCalibration(Base):
+    """A scope's recalibration of the relevance estimate, fitted from its people's verdicts."""
+
+    __tablename__ = "fit_calibrations"
+
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True)
+    labels: Mapped[int] = mapped_column(Integer)
+    helpful: Mapped[int] = mapped_column(Integer)
+    # Added to the estimate's log-odds for this scope's tickets, within bounds.
+    shift: Mapped[float] = mapped_column(Float)
+    fitted_at: Mapped[datetime] = mapped_column(UTCDateTime)

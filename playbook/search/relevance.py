@@ -64,6 +64,22 @@ class Model:
     intercept: float
     meta: Mapping[str, Any]
 
+    @property
+    def floor(self) -> float:
+        """The comment floor the bench chose for this model (0 when the file names none)."""
+        return float(self.meta.get("floor", 0.0))
+
+    @property
+    def lesson_ratio(self) -> float:
+        """The lessons' floor as a share of the comment's (1 when the file names none)."""
+        floor = self.floor
+        return float(self.meta.get("lesson_floor", floor)) / floor if floor > 0 else 1.0
+
+    @property
+    def strong(self) -> float:
+        """From this estimate on, a fit reads "strong" (the top of the bench's calibration)."""
+        return float(self.meta.get("strong", 0.1))
+
     def probability(self, features: Mapping[str, float]) -> float:
         """The probability the lesson is relevant, from its features (a dot product, a logistic)."""
         z = self.intercept
@@ -134,6 +150,49 @@ def extract(
             }
         )
     return rows
+
+
+# A word as a reader sees it: letters and digits (possessive: no backtracking on any text).
+_SURFACE = re.compile(r"[^\W_]++")
+_SURFACE_CHARS = 2_000  # the part of the ticket the search reads (summary, description start)
+MATCHED_WORDS = 3  # at most this many words in a reason line
+
+
+@lru_cache(maxsize=16384)
+def _word_tokens(word: str) -> frozenset[str]:
+    return frozenset(tokenize(word))
+
+
+def matched_words(
+    ticket: Ticket,
+    text: str,
+    tags: Sequence[str],
+    idf: Mapping[str, float],
+    limit: int = MATCHED_WORDS,
+) -> tuple[str, ...]:
+    """The ticket's words (as written there) the lesson matches, rarest first, at most ``limit``.
+
+    What a reader checks a lesson's reason against: "matched *deadlock*, *orders*" says why it
+    is here in the ticket's own words, not in stems.
+    """
+    have = _lesson_terms(text, tuple(tags))[0]
+    # Keyed by the terms matched: "order" and "orders" are one match, shown as first written.
+    found: dict[frozenset[str], tuple[float, int, str]] = {}
+    source = f"{ticket.summary}\n{ticket.description or ''}"[:_SURFACE_CHARS]
+    for order, match in enumerate(_SURFACE.finditer(source)):
+        word = match.group(0)
+        terms = _word_tokens(word) & have
+        if terms and terms not in found:
+            found[terms] = (-max(idf.get(t, 0.0) for t in terms), order, word)
+    return tuple(word for _, _, word in sorted(found.values())[:limit])
+
+
+def strength(p: float, lesson_floor: float, model: Model | None = None) -> str:
+    """The fit in words: "strong", "possible", or "weak" (below the lessons' floor)."""
+    model = model or default_model()
+    if p >= model.strong:
+        return "strong"
+    return "possible" if p >= lesson_floor else "weak"
 
 
 def _idle_days(fresh: float) -> float:
@@ -208,6 +267,17 @@ def load_model(path: str | Path | None = None) -> Model:
 def default_model() -> Model:
     """The packaged model, read once per process."""
     return load_model()
+
+
+def shifted(p: float, shift: float) -> float:
+    """``p`` with ``shift`` added to its log-odds (a scope's recalibration; 0 changes nothing)."""
+    if shift == 0.0 or p <= 0.0 or p >= 1.0:
+        return p
+    z = math.log(p / (1.0 - p)) + shift
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
 
 
 def probability(features: Mapping[str, float], model: Model | None = None) -> float:

@@ -8,7 +8,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import InvalidInput
-from playbook.models import Bullet, Retrieval
+from playbook.models import Bullet, FitCalibration, Retrieval
 from playbook.outcomes import usage
-from playbook.search import ranking, rerank, vectors
+from playbook.search import ranking, relevance, rerank, vectors
 from playbook.search.rerank import QueryEmbedding, RerankConfig
 from playbook.search.sync import PROPOSED, SyncedIndex
 from playbook.search.text import Ticket, query_tokens, synthesize_query
@@ -74,6 +74,10 @@ class Hit:
     similarity: float | None = None
     text_rank: int | None = None
     blended: float | None = None
+    # The estimated probability that the lesson fits the ticket (`playbook.search.relevance`),
+    # with the scope's recalibration applied, and the ticket's words it matched.
+    relevance: float | None = None
+    matched: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,7 @@ class Retriever(SyncedIndex):
         scopes: Iterable[str] | AllScopes | None = None,
         consumer: str = "retrieval",
         source: str | None = None,
+        min_relevance: float | None = None,
     ) -> SearchResult:
         """Rank the active lessons in the ticket's scope (and global) for ``ticket``.
 
@@ -138,6 +143,8 @@ class Retriever(SyncedIndex):
         lesson shown is a ``loaded`` event for the ticket, once per ticket and lesson (once per
         query id without a ticket key).
         ``source`` is the agent that named the ticket: its loads weigh as its reports do.
+        Every hit carries its relevance estimate; with ``min_relevance``, those below it are
+        left out (and the rest ranked again from 1).
         """
         if rank_by not in ranking.RANK_MODES:
             raise InvalidInput(f"rank_by must be one of {', '.join(ranking.RANK_MODES)}")
@@ -165,6 +172,10 @@ class Retriever(SyncedIndex):
                 reason = str(error)
         if used != rerank.USED:
             hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
+        hits = self._estimate(session, ticket, tokens, hits)
+        if min_relevance is not None:
+            kept = [hit for hit in hits if (hit.relevance or 0.0) >= min_relevance]
+            hits = [replace(hit, rank=i) for i, hit in enumerate(kept, 1)]
         if record:
             # An agent's or the command line's text for the ticket, not the ticket's own summary:
             # kept as the text searched, but not as its title.
@@ -199,6 +210,25 @@ class Retriever(SyncedIndex):
             rerank=used,
             rerank_reason=reason,
         )
+
+    def _estimate(
+        self, session: Session, ticket: Ticket, tokens: list[str], hits: list[Hit]
+    ) -> list[Hit]:
+        """The hits with their relevance estimate and matched words (well under 1 ms for 20)."""
+        if not hits:
+            return hits
+        idf = self.idfs(tokens)
+        features = relevance.extract(ticket, hits, idf, tokens)
+        shift = calibration_shift(session, ticket.scope or "global")
+        model = relevance.default_model()
+        return [
+            replace(
+                hit,
+                relevance=round(relevance.shifted(model.probability(f), shift), 6),
+                matched=relevance.matched_words(ticket, hit.text, hit.tags, idf),
+            )
+            for hit, f in zip(hits, features, strict=True)
+        ]
 
     def _rank(
         self,
@@ -439,6 +469,12 @@ def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarra
     return lambda scores, stamps: ranking.weighted(
         scores, ranking.faded(np.maximum(seconds - stamps, 0.0) / 86400)
     )
+
+
+def calibration_shift(session: Session, scope: str) -> float:
+    """The scope's recalibration of the estimate's log-odds (0 until its people taught one)."""
+    row = session.get(FitCalibration, scope)
+    return float(row.shift) if row is not None else 0.0
 
 
 def _hits(
