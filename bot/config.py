@@ -208,6 +208,20 @@ class Settings(BaseSettings):
         description="Longest lesson text accepted by add, edit, import and the API.",
     )
     lessons_per_ticket: int = Field(5, ge=1, le=20, validation_alias="PLAYBOOK_LESSONS_PER_TICKET")
+    # The packaged model's bench chose the default (playbook/search/relevance_model.json).
+    min_relevance: float = Field(
+        0.0275,
+        ge=0.0,
+        le=1.0,
+        validation_alias="PLAYBOOK_MIN_RELEVANCE",
+        description="Relevance floor: the bot comments only when a lesson's estimated chance "
+        "of fitting the ticket reaches it (0 comments on every ticket, as before).",
+    )
+    say_nothing_fits: bool = Field(
+        False,
+        validation_alias="PLAYBOOK_SAY_NOTHING_FITS",
+        description="Post a one-line note on a new ticket no lesson fits, instead of nothing.",
+    )
     # Its meaning is the domain's (pull_outcome.decide); here it is only parsed.
     demote_policy: DemotePolicy = Field(
         DemotePolicy.ALWAYS, validation_alias="PLAYBOOK_DEMOTE_POLICY"

@@ -25,6 +25,7 @@ from playbook import agents, db
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
 from playbook.outcomes import usage
 from playbook.reviews import batches
+from playbook.search.floor import Floor
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,15 @@ def build_server(
                 "scope's tickets are accepted."
             ),
         ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description="Leave out lessons whose estimated chance of fitting the task is "
+                "below this (0..1). By default none is: each lesson carries its relevance.",
+            ),
+        ] = None,
     ) -> agents.SearchAnswer:
         """Find the lessons that fit a task, ranked as the bot ranks them for a ticket.
 
@@ -205,6 +215,8 @@ def build_server(
                 ticket=ticket,
                 max_chars=settings.comment_max_chars,
                 experiment=settings.experiment,
+                min_relevance=min_relevance,
+                floor=Floor.of(settings.min_relevance),
             ),
         )
 

@@ -78,6 +78,12 @@ SIDE_EFFECTS = Counter(
     "skipped (credentials missing), dry_run, or failed (the call raised).",
     ["target", "action", "status"],
 )
+LESSONS_COMMENTS = Counter(
+    "playbook_lessons_comments",
+    "The bot's decisions on a new or edited ticket: posted (a comment shows lessons that reach "
+    "the relevance floor) or abstained (none reached it: no comment, or the comment now says so).",
+    ["target", "decision"],
+)
 SEARCH_SECONDS = Histogram(
     "playbook_search_seconds",
     "Time one search of the playbook took, by consumer: retrieval (the bot, for a ticket), "
@@ -146,6 +152,11 @@ def finished(source: str, event_name: str, outcome: str | None, started: float) 
 def side_effect(target: str, action: str, status: str) -> None:
     """A side effect ended as ``status`` now (a failure, which the log does not keep)."""
     _update(SIDE_EFFECTS.labels(target, action, status).inc)
+
+
+def lessons_comment(target: str, decision: str) -> None:
+    """The bot posted (or kept) a lessons comment, or abstained, for one ticket."""
+    _update(LESSONS_COMMENTS.labels(target, decision).inc)
 
 
 def model_call(purpose: str, result: Answer[Any] | ModelError) -> None:

@@ -7,16 +7,31 @@ from collections.abc import Callable, Sequence
 
 from playbook.lessons.characters import FSI, PDI, isolated, right_to_left, visible
 from playbook.lessons.markdown import markdown_text
+from playbook.search.relevance import strength
 from playbook.search.retrieval import Hit
 
 # One character per match and no repetition, so escaping runs in linear time on any lesson text.
 _WIKI_SPECIAL = re.compile(r"([\\{}\[\]|*_^~+!#-])")
 
 
+def fit_words(hit: Hit) -> str | None:
+    """How well a lesson fits, in words, and the ticket's words it matched; never a number.
+
+    "possible fit: matched deadlocks, handler". None when the search made no estimate.
+    """
+    if hit.relevance is None:
+        return None
+    words = strength(hit.relevance, 0.0)
+    matched = ", ".join(isolated(word) for word in hit.matched)
+    return f"{words} fit: matched {matched}" if matched else f"{words} fit"
+
+
 def reason(hit: Hit) -> str:
-    """One line on where a lesson comes from and how it has done."""
+    """One line on why a lesson is here, where it comes from and how it has done."""
     source = isolated(hit.learned_from) if hit.learned_from else ""
-    parts = [f"learned from {source}" if source else "no source ticket"]
+    fit = fit_words(hit)
+    parts = [fit] if fit else []
+    parts.append(f"learned from {source}" if source else "no source ticket")
     if hit.cites_success or hit.cites_failure:
         outcomes = []
         if hit.cites_success:
@@ -91,9 +106,14 @@ def lessons_comment(hits: Sequence[Hit], *, markup: str, max_chars: int) -> tupl
     return head + "".join(lines) + tail, shown
 
 
-def no_lessons_comment(markup: str) -> str:
-    """What the bot's comment says once no lesson fits the edited ticket any more."""
-    text = "No lesson in the playbook fits this ticket any more."
+def no_lessons_comment(markup: str, *, first: bool = False) -> str:
+    """What the bot's comment says when no lesson fits: once the edited ticket lost its fit,
+    or, with `PLAYBOOK_SAY_NOTHING_FITS`, the one line on a ticket nothing ever fitted."""
+    text = (
+        "Nothing in the playbook fits this ticket yet."
+        if first
+        else "No lesson in the playbook fits this ticket any more."
+    )
     if markup == "jira":
         return f"h4. Lessons from the playbook\n{text}"
     return f"### Lessons from the playbook\n{text}"

@@ -27,6 +27,8 @@ from playbook.outcomes import usage
 from playbook.repos import stored
 from playbook.scopes import View
 from playbook.search import ranking
+from playbook.search.floor import Floor, default_min_relevance
+from playbook.search.relevance import strength
 from playbook.search.rerank_fields import RerankedAnswer, RerankedLesson
 from playbook.search.retrieval import ALL_SCOPES, Retriever
 from playbook.search.text import Ticket
@@ -174,6 +176,16 @@ class Hit(RerankedLesson):
     scope: str
     score: float
     confidence: float
+    relevance: float = Field(
+        description="Estimated probability that the lesson fits the task (0..1, calibrated on "
+        "linked Jira issues; the bot comments when a lesson reaches its floor)."
+    )
+    fit: Literal["strong", "possible", "weak"] = Field(
+        description="The estimate in words: weak is below the floor the bot's comments use."
+    )
+    matched: list[str] = Field(
+        description="The task's words (as written there) the lesson matched, rarest first."
+    )
 
 
 class SearchAnswer(RerankedAnswer):
@@ -331,8 +343,14 @@ def search(
     ticket: str | None = None,
     max_chars: int | None = None,
     experiment: holdout.Config = holdout.OFF,
+    min_relevance: float | None = None,
+    floor: Floor | None = None,
 ) -> SearchAnswer:
     """The lessons that fit ``query`` (first line: the summary), as the bot ranks them.
+
+    Each carries its relevance estimate; with ``min_relevance`` those below it are left out
+    (an agent asked, so by default none is: the bot's own floor is for its comments). ``fit``
+    words are read against ``floor``, the installation's (the packaged default without one).
 
     With ``ticket``, the lessons returned are recorded as loaded for it, once per ticket.
     At most MAX_K lessons, whose texts fit ``max_chars`` together (the comment budget).
@@ -344,6 +362,9 @@ def search(
         raise fields.FieldProblem("query", "is empty; describe the task or paste the ticket")
     if k < 1:
         raise fields.FieldProblem("k", "must be at least 1")
+    if min_relevance is not None and not 0.0 <= min_relevance <= 1.0:
+        raise fields.FieldProblem("min_relevance", "must be between 0 and 1")
+    floor = floor or Floor.of(default_min_relevance())
     key = optional_ticket(caller.view, ticket, "ticket")  # refused: another scope's work
     retriever = Retriever.shared(session)
     scopes = caller.view.scopes() or ALL_SCOPES
@@ -359,6 +380,7 @@ def search(
         consumer=caller.actor,
         # The ticket is the agent's word: an invented one must not keep lessons from pruning.
         source=caller.actor,
+        min_relevance=min_relevance,
     )
     if key is not None and arm is not None:
         ranked = [(hit.bullet_id, hit.rank) for hit in result.hits]
@@ -389,6 +411,9 @@ def search(
                 confidence=round(hit.confidence, 6),
                 similarity=hit.similarity,
                 text_rank=hit.text_rank,
+                relevance=round(hit.relevance or 0.0, 4),
+                fit=strength(hit.relevance or 0.0, floor.lesson),
+                matched=list(hit.matched),
             )
             for hit in result.hits
         ],

@@ -47,6 +47,17 @@ class Coverage(BaseModel):
     share: float | None
 
 
+class CommentCounts(BaseModel):
+    """Tickets the bot judged: with a lessons comment, or none because nothing fitted."""
+
+    tickets: int = 0
+    posted: int = 0
+    abstained: int = Field(
+        0, description="No lesson reached the relevance floor: no comment, or one saying so."
+    )
+    share_posted: float | None = None
+
+
 class CiteRateCounts(BaseModel):
     """(ticket, lesson) pairs shown, and those also cited on that ticket."""
 
@@ -107,6 +118,7 @@ class Stats(BaseModel):
     bullets: LessonCounts
     usage: UsageCounts
     coverage: Coverage
+    comments: CommentCounts = Field(default_factory=CommentCounts)
     cite_rate: float | None
     cite_rate_counts: CiteRateCounts
     ratings: RatingCounts = Field(default_factory=RatingCounts)

@@ -151,6 +151,7 @@ def stats(
             tickets[ticket_key] = tickets.get(ticket_key, False) or bool(shown)
     loads, cites = events.get("loaded", 0), events.get("cited", 0)
     shown, cited_after_shown = cite_rate_pairs(session, view)
+    spoke = comment_decisions(session, view)
     # Ordered by the confidence search ranks by, so "most helpful" means what ranking means:
     # above 0.5 exactly when merged cites outnumber rejected ones.
     trust = confidence_column()
@@ -186,6 +187,7 @@ def stats(
             "with_lessons": sum(tickets.values()),
             "share": (sum(tickets.values()) / len(tickets)) if tickets else None,
         },
+        "comments": spoke,
         "cite_rate": (cited_after_shown / shown) if shown else None,
         "cite_rate_counts": {"loaded": shown, "cited": cited_after_shown},
         "ratings": rating_totals(session, view),
@@ -205,6 +207,27 @@ def stats(
             }
             for b in demoted
         ],
+    }
+
+
+def comment_decisions(session: Session, view: View = EVERYTHING) -> dict[str, Any]:
+    """Tickets the bot judged: how many its comment shows lessons on and how many it kept
+    quiet on (no lesson reached the relevance floor), by each ticket's latest judgement."""
+    latest: dict[str, bool] = {}
+    rows = session.execute(
+        select(Retrieval.ticket_key, Retrieval.spoke)
+        .where(Retrieval.spoke.is_not(None), Retrieval.ticket_key.is_not(None))
+        .order_by(Retrieval.at, Retrieval.id)
+    )
+    for ticket_key, spoke in rows:
+        if view.sees_ticket(ticket_key):
+            latest[ticket_key] = bool(spoke)
+    posted = sum(latest.values())
+    return {
+        "tickets": len(latest),
+        "posted": posted,
+        "abstained": len(latest) - posted,
+        "share_posted": posted / len(latest) if latest else None,
     }
 
 

@@ -8,6 +8,7 @@ proposes, within its scope. Who a caller is comes from the token alone.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,7 @@ from playbook import agents, db, work_scope
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
 from playbook.lessons import characters, fields, lifecycle
 from playbook.outcomes import usage
+from playbook.search.floor import Floor
 from playbook.stats_answer import Stats, stats_of
 from webhooks import api_parts, problems
 from webhooks.intake import decode, parse
@@ -58,7 +60,22 @@ def _json_integer(value: object) -> object:
     return int(value)
 
 
+def _json_number(value: object) -> object:
+    # As for integers: true is not 1 and "0.5" is not a number in a JSON body; NaN has no order.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return float(value)
+
+
 BodyInt = Annotated[int, BeforeValidator(_json_integer)]
+BodyFloat = Annotated[float, BeforeValidator(_json_number)]
+MIN_RELEVANCE_DOC = (
+    "Leave out lessons whose estimated chance of fitting is below this (0..1; by default none "
+    "is left out, each lesson carries its `relevance`). The bot's comments use its floor, "
+    "PLAYBOOK_MIN_RELEVANCE."
+)
 LessonId = Annotated[str, Field(min_length=1, max_length=fields.BULLET_ID_CHARS)]
 TicketKey = Annotated[
     str,
@@ -161,6 +178,7 @@ class SearchQuery(BaseModel):
     ticket: (
         Annotated[str, Field(min_length=1, max_length=URL_TICKET_CHARS, pattern=NONBLANK)] | None
     ) = Field(None, description=work_scope.TICKET_DOC)
+    min_relevance: float | None = Field(None, ge=0, le=1, description=MIN_RELEVANCE_DOC)
 
 
 class SearchBody(BaseModel):
@@ -176,6 +194,7 @@ class SearchBody(BaseModel):
     )
     k: BodyInt = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
     ticket: TicketKey | None = Field(None, description=work_scope.TICKET_DOC)
+    min_relevance: BodyFloat | None = Field(None, ge=0, le=1, description=MIN_RELEVANCE_DOC)
 
 
 class ProposeBody(BaseModel):
@@ -305,7 +324,7 @@ def get_lesson(path: LessonPath) -> Response:
 )
 def search(query: SearchQuery) -> Response:
     """The lessons that fit a task, ranked as the bot ranks them for a new ticket."""
-    return _search(query.q, query.k, query.ticket)
+    return _search(query.q, query.k, query.ticket, query.min_relevance)
 
 
 @api.post(
@@ -316,10 +335,10 @@ def search(query: SearchQuery) -> Response:
 )
 def search_ticket(body: SearchBody) -> Response:
     """Like GET /search, for a ticket's whole text (up to 10,000 characters)."""
-    return _search(body.query, body.k, body.ticket)
+    return _search(body.query, body.k, body.ticket, body.min_relevance)
 
 
-def _search(text: str, k: int, ticket: str | None) -> Response:
+def _search(text: str, k: int, ticket: str | None, min_relevance: float | None) -> Response:
     settings = runtime().settings
     with db.transaction(runtime().engine) as session:
         answer = agents.search(
@@ -330,6 +349,8 @@ def _search(text: str, k: int, ticket: str | None) -> Response:
             ticket=ticket,
             max_chars=settings.comment_max_chars,
             experiment=settings.experiment,
+            min_relevance=min_relevance,
+            floor=Floor.of(settings.min_relevance),
         )
     return _json(answer)
 

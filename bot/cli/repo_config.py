@@ -29,6 +29,7 @@ INSTALLATION = "installation"
 # A key a file may leave None: the bot's own setting applies, named by its variable.
 _FALLBACKS = {
     "max_lessons": "PLAYBOOK_LESSONS_PER_TICKET",
+    "min_relevance": "PLAYBOOK_MIN_RELEVANCE",
     "demote_policy": "PLAYBOOK_DEMOTE_POLICY",
     "capture_from_reviews": "PLAYBOOK_CAPTURE_FROM_REVIEWS",
     "holdout_percent": "PLAYBOOK_HOLDOUT_PERCENT",
@@ -191,6 +192,7 @@ def _installation_value(key: str, settings: Settings, engine: Engine) -> tuple[A
         return _experiment_share(settings, engine)
     value = {
         "max_lessons": settings.lessons_per_ticket,
+        "min_relevance": settings.min_relevance,
         "demote_policy": settings.demote_policy.value,
         "capture_from_reviews": settings.capture_from_reviews.value,
         "context_budget": settings.context_budget,

@@ -32,6 +32,15 @@ def format_stats(report: dict[str, Any]) -> str:
         f"coverage: {coverage['with_lessons']} of {coverage['tickets']} tickets got lessons"
         + (f" ({share:.0%})" if share is not None else "")
     )
+    spoke = report.get("comments") or {}
+    if spoke.get("tickets"):
+        lines.append(
+            f"comments: posted on {spoke['posted']} of {spoke['tickets']} tickets "
+            f"({spoke['share_posted']:.0%}); kept quiet on {spoke['abstained']} "
+            "(no lesson reached the relevance floor)"
+        )
+    else:
+        lines.append("comments: no ticket judged yet")
     rate, pairs = report["cite_rate"], report["cite_rate_counts"]
     lines.append(
         f"cite rate: {rate:.0%} ({pairs['cited']} of {pairs['loaded']} lessons shown on a "

@@ -10,10 +10,22 @@ from bot.cli.base import Context, UserError, echo_json, note, pass_context
 from playbook import clock
 from playbook.experiment import holdout
 from playbook.repos import stored
-from playbook.search import relevance
+from playbook.search.floor import Floor
 from playbook.search.ranking import RANK_MODES
+from playbook.search.relevance import strength
 from playbook.search.retrieval import Hit, Retriever, SearchResult
 from playbook.search.text import Ticket
+
+
+def fit_part(hit: Hit, bar: Floor) -> str:
+    """Why a hit is here, in words: ``possible fit: matched deadlocks, handler``.
+
+    Below the lessons' floor it reads "weak fit (a comment would leave it out)".
+    """
+    words = strength(hit.relevance or 0.0, bar.lesson)
+    matched = f": matched {', '.join(hit.matched)}" if hit.matched else ": no word in common"
+    left_out = " (a comment would leave it out)" if words == "weak" else ""
+    return f"{words} fit{matched}{left_out}"
 
 
 def rating_part(hit: Hit) -> str:
@@ -58,7 +70,13 @@ def rerank_line(result: SearchResult) -> str:
 @click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 100))
 @click.option("--rank-by", type=click.Choice(RANK_MODES), default="feedback", show_default=True)
 @click.option("--max-chars", type=click.IntRange(1), default=None, help="Character budget.")
-@click.option("--explain", is_flag=True, help="Show the parts of each score.")
+@click.option(
+    "--min-relevance",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Leave out lessons whose estimated chance of fitting is below this (0..1).",
+)
+@click.option("--explain", is_flag=True, help="Show the parts of each score and why each fits.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--record", is_flag=True, help="Record the shown lessons as loads for --ticket.")
 @click.option("--ticket", default=None, help="The ticket key the search is for.")
@@ -71,6 +89,7 @@ def search(
     k: int,
     rank_by: str,
     max_chars: int | None,
+    min_relevance: float | None,
     explain: bool,
     as_json: bool,
     record: bool,
@@ -87,6 +106,7 @@ def search(
         scope=scope,
         key=ticket,
     )
+    bar = Floor.of(ctx.settings.min_relevance)
     with ctx.transaction() as session:
         now = clock.now()
         share = stored.holdout_percent(session, ticket)
@@ -99,10 +119,8 @@ def search(
             rank_by=rank_by,
             max_chars=max_chars,
             record=record and arm != "held_out",
+            min_relevance=min_relevance,
         )
-        # The estimate reads the index this search used, so it is taken before the session ends.
-        tokens = result.query.split()
-        estimate = relevance.extract(query, result.hits, retriever.idfs(tokens), tokens)
         if record and ticket and arm is not None:
             ranked = [(hit.bullet_id, hit.rank) for hit in result.hits]
             holdout.record_exposures(
@@ -139,7 +157,9 @@ def search(
                         "text": hit.text,
                         "learned_from": hit.learned_from,
                         "scope": hit.scope,
-                        "relevance": round(relevance.probability(features), 4),
+                        "relevance": round(hit.relevance or 0.0, 4),
+                        "fit": strength(hit.relevance or 0.0, bar.lesson),
+                        "matched": list(hit.matched),
                     }
                     | (
                         {
@@ -159,7 +179,7 @@ def search(
                         if explain
                         else {}
                     )
-                    for hit, features in zip(result.hits, estimate, strict=True)
+                    for hit in result.hits
                 ],
             }
         )
@@ -183,6 +203,7 @@ def search(
             click.echo(f"{'':>12}{rating_part(hit)}")
             if result.rerank == "used":
                 click.echo(f"{'':>12}{rerank_part(hit)}")
+            click.echo(f"{'':>12}{fit_part(hit, bar)}")
     if record:
         note(f"recorded {len(result.hits)} loads for {ticket} (query {result.query_id})")
 

@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     ValidationError,
     field_validator,
@@ -70,6 +71,8 @@ class RepoSettings(BaseModel):
     scope: str | None = Field(None, min_length=1, max_length=200)
     comment: StrictBool = True
     max_lessons: StrictInt | None = Field(None, ge=1, le=20)
+    # The relevance floor a comment's best lesson must reach (0: speak on every ticket).
+    min_relevance: StrictFloat | StrictInt | None = Field(None, ge=0, le=1)
     demote_policy: DemotePolicy | None = None
     capture_from_reviews: CaptureSetting | None = None
     holdout_percent: StrictInt | None = Field(None, ge=0, le=50)

@@ -530,6 +530,7 @@ def _log(
     hits: list[Hit],
     ticket: Ticket | None = None,
     titled: bool = True,
+    spoke: bool | None = None,
 ) -> None:
     session.add(
         Retrieval(
@@ -540,6 +541,7 @@ def _log(
             at=clock.now(),
             title=ticket.summary[:TITLE_CHARS] if ticket and titled else None,
             text=searched_text(ticket) if ticket else None,
+            spoke=spoke,
         )
     )
 
@@ -556,14 +558,16 @@ def record_shown(
     query_id: str,
     rank_by: str = "feedback",
     ticket: Ticket | None = None,
+    spoke: bool | None = None,
 ) -> int:
     """Record the lessons a ticket's comment shows as loads, each once per ticket.
 
     A ticket edited five times shows mostly the same lessons five times; counting them
     again would reward being shown, not being useful. Returns how many were new. The log
-    keeps ``ticket``'s summary and searched text, for `playbook.gaps`.
+    keeps ``ticket``'s summary and searched text, for `playbook.gaps`, and ``spoke``: whether
+    the bot's comment showed lessons (False: none reached the relevance floor).
     """
-    _log(session, ticket_key, query_id, rank_by, hits, ticket)
+    _log(session, ticket_key, query_id, rank_by, hits, ticket, spoke=spoke)
     if not hits:
         return 0
     events = usage.record(

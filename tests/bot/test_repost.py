@@ -57,6 +57,8 @@ class Bot:
             "GITHUB_API_URL": self.github.url,
             "PLAYBOOK_GITHUB_SECONDS_BETWEEN_REQUESTS": 0,
             "PLAYBOOK_GITHUB_SECONDS_BETWEEN_WRITES": 0,
+            # These tests are about keeping and reposting a comment: every match is shown.
+            "PLAYBOOK_MIN_RELEVANCE": 0,
         }
         if credentials:
             values.update(self.credentials)

@@ -78,7 +78,14 @@ def test_edits_edit_the_one_comment_also_when_delivered_twice(loop: Loop) -> Non
     loop.jira.add_issue("CTMS-4337", "Checkout times out when the payment webhook retries")
     loop.jira_event(fixture("jira.issue_created"))
     loop.process()
-    seed(loop.engine, ("Postgres deadlock detection: log lock waits over 1 s", "CTMS-4200", "CTMS"))
+    seed(
+        loop.engine,
+        (
+            "Payment webhook retries deadlock on the orders row: reuse its transaction",
+            "CTMS-4200",
+            "CTMS",
+        ),
+    )
     updated = fixture("jira.issue_updated")
     loop.jira_event(updated, delivery="upd-1")
     loop.jira_event(updated, delivery="upd-1")  # Jira retried

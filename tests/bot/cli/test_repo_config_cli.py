@@ -92,6 +92,7 @@ def test_a_repository_file_over_its_organisations_shows_each_value_and_its_sourc
         "scope": ["octo-org/shared", organisation],
         "comment": ["false", repository],
         "max_lessons": ["3", repository],
+        "min_relevance": ["0.0275", "PLAYBOOK_MIN_RELEVANCE=0.0275"],
         "demote_policy": ["always", "PLAYBOOK_DEMOTE_POLICY=always"],
         "capture_from_reviews": ["heuristic", "PLAYBOOK_CAPTURE_FROM_REVIEWS=heuristic"],
         "holdout_percent": ["0", "PLAYBOOK_HOLDOUT_PERCENT=0"],
@@ -152,7 +153,7 @@ def test_a_bad_file_names_each_problem_with_its_line_and_keeps_the_last_good_set
     assert problems[1:] == [
         f"  {FILE_PATH}:3: max_lessons: must be less than or equal to 20",
         f"  {FILE_PATH}:2: colour: is not a setting; the settings are enabled, scope, comment, "
-        "max_lessons, demote_policy, capture_from_reviews, holdout_percent, context_budget, "
+        "max_lessons, min_relevance, demote_policy, capture_from_reviews, holdout_percent, context_budget, "
         "ignore_labels, agents_md",
     ]
 
