@@ -29,9 +29,9 @@ from playbook.scopes import View
 from playbook.search import ranking
 from playbook.search.floor import Floor, default_min_relevance
 from playbook.search.relevance import strength
-from playbook.search.rerank_fields import RerankedAnswer, RerankedLesson
 from playbook.search.retrieval import ALL_SCOPES, Retriever
 from playbook.search.text import Ticket
+from playbook.search_answer import Hit, SearchAnswer
 from playbook.work_scope import check_learned_from, check_ticket, optional_ticket, required_ticket
 
 # Lessons one search returns at most, whatever ``k`` asks: an agent's context is precious,
@@ -164,43 +164,6 @@ class LessonDetail(Lesson):
         description="How a model rated the lesson on PRs it was shown for and not cited in; "
         "a higher mean ranks it higher.",
     )
-
-
-class Hit(RerankedLesson):
-    """One lesson of a search, ranked as the bot ranks lessons for a ticket."""
-
-    rank: int
-    id: str
-    text: str
-    learned_from: str | None
-    scope: str
-    score: float
-    confidence: float
-    relevance: float = Field(
-        description="Estimated probability that the lesson fits the task (0..1, calibrated on "
-        "linked Jira issues; the bot comments when a lesson reaches its floor)."
-    )
-    fit: Literal["strong", "possible", "weak"] = Field(
-        description="The estimate in words: weak is below the floor the bot's comments use."
-    )
-    matched: list[str] = Field(
-        description="The task's words (as written there) the lesson matched, rarest first."
-    )
-
-
-class SearchAnswer(RerankedAnswer):
-    """The lessons that fit a task; cite their ids in the PR body to close the loop."""
-
-    query_id: str
-    ticket: str | None = Field(description="The ticket the lessons were recorded as loaded for.")
-    loads_recorded: int
-    lessons: list[Hit]
-    held_out: bool = Field(
-        False,
-        description="True when the ticket is in the holdout experiment's held-out arm: it gets "
-        "no lessons from any door, so the playbook's effect can be measured.",
-    )
-    reason: str | None = Field(None, description="Why no lessons were returned, when held out.")
 
 
 class UsageAnswer(BaseModel):

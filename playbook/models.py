@@ -9,24 +9,20 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     false,
     true,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-from playbook.clock import to_utc
+from playbook.model_base import NAMING, Base, BigId, UTCDateTime  # noqa: F401 (re-exported)
 
 # superseded: replaced by a newer lesson (``superseded_by``); kept, not retrieved (issue 29).
 STATUSES = ("proposed", "active", "deprecated", "archived", "superseded")
@@ -36,39 +32,6 @@ DELIVERY_STATUSES = ("pending", "done", "ignored", "failed", "dead")
 # waits for the reset, not counted; unexpected: a bug, or a worker that stopped mid-way.
 ERROR_KINDS = ("permanent", "transient", "rate_limited", "unexpected")
 EVENT_KINDS = ("loaded", "cited")
-
-# Alembic needs deterministic constraint names to alter them later, on SQLite too.
-NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-# SQLite has no 64-bit autoincrement type; PostgreSQL event logs outgrow 32 bits.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Stores UTC datetimes and always hands back aware ones (SQLite drops the zone)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        """Normalise to UTC before writing."""
-        return None if value is None else to_utc(value)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        """Attach UTC to what SQLite returns naive."""
-        return None if value is None else to_utc(value)
-
-
-class Base(DeclarativeBase):
-    """Declarative base carrying the naming convention."""
-
-    metadata = MetaData(naming_convention=NAMING)
 
 
 class Bullet(Base):
@@ -541,112 +504,7 @@ class RuleFileSync(Base):
     last_result: Mapped[str | None] = mapped_column(Text)
 
 
-class Rating(Base):
-    """A model's rating of a lesson shown for a ticket that a PR did not cite: did it help?"""
-
-    __tablename__ = "ratings"
-    # One rating per lesson and PR: a job run twice, or a backfill, rates nothing twice.
-    __table_args__ = (UniqueConstraint("bullet_id", "pr_key", name="uq_ratings_bullet_id"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    bullet_id: Mapped[str] = mapped_column(String(64), ForeignKey("bullets.id"))
-    ticket_key: Mapped[str | None] = mapped_column(String(200))
-    pr_key: Mapped[str] = mapped_column(String(200), index=True)
-    score: Mapped[float] = mapped_column(Float)  # -1 (went against it) .. +1 (followed it)
-    reason: Mapped[str] = mapped_column(Text)
-    model: Mapped[str] = mapped_column(String(200))
-    prompt_version: Mapped[str] = mapped_column(String(50))
-    rated_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
-
-
-class ModelUsage(Base):
-    """What the model endpoint cost on one UTC day, checked against the daily budgets."""
-
-    __tablename__ = "model_usage"
-
-    day: Mapped[str] = mapped_column(String(10), primary_key=True)  # 2026-11-27
-    calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
-    failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-
-
-class Consolidation(Base):
-    """A proposal to merge a group of overlapping lessons of one scope into one lesson."""
-
-    __tablename__ = "consolidations"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    scope: Mapped[str] = mapped_column(String(200), index=True)
-    # members_hash covers texts too: a rejected group comes back only once a member changed.
-    member_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
-    group_key: Mapped[str] = mapped_column(String(64), index=True)
-    members_hash: Mapped[str] = mapped_column(String(64))
-    draft: Mapped[str] = mapped_column(Text)
-    draft_source: Mapped[str] = mapped_column(String(20))  # longest | model | edited
-    model: Mapped[str | None] = mapped_column(String(200))
-    dropped_terms: Mapped[dict[str, list[str]]] = mapped_column(JSON, default=dict)
-    saves_chars: Mapped[int] = mapped_column(Integer, default=0)
-    similarity: Mapped[float] = mapped_column(Float, default=0.0)
-    status: Mapped[str] = mapped_column(String(16), default="open", index=True)
-    merged_id: Mapped[str | None] = mapped_column(String(64), ForeignKey("bullets.id"))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    decided_by: Mapped[str | None] = mapped_column(String(200))
-    reason: Mapped[str | None] = mapped_column(Text)
-
-
-class Embedding(Base):
-    """A lesson's embedding by one model, with the hash of the text it was computed from."""
-
-    __tablename__ = "embeddings"
-
-    bullet_id: Mapped[str] = mapped_column(String(64), ForeignKey("bullets.id"), primary_key=True)
-    model: Mapped[str] = mapped_column(String(200))
-    text_hash: Mapped[str] = mapped_column(String(64))
-    dim: Mapped[int] = mapped_column(Integer)
-    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian
-    # The `embedding_version` counter at the last write: indexes read what is newer.
-    version: Mapped[int] = mapped_column(BigInteger, index=True)
-    computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-
-class FitLabel(Base):
-    """A person's verdict on whether a lesson fitted a ticket: a 👍/👎 or a `/playbook` reply.
-
-    About fit for that ticket, not the lesson's truth: it never changes a lesson's status or
-    confidence, only the per-scope calibration of the relevance estimate. One per person,
-    ticket, lesson and source: a changed mind replaces the verdict; a removed reaction drops it.
-    """
-
-    __tablename__ = "fit_labels"
-    __table_args__ = (
-        UniqueConstraint(
-            "ticket_key", "bullet_id", "actor", "source", name="uq_fit_labels_ticket_bullet_actor"
-        ),
-    )
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    scope: Mapped[str] = mapped_column(String(200), index=True)
-    ticket_key: Mapped[str] = mapped_column(String(200), index=True)
-    bullet_id: Mapped[str] = mapped_column(String(64), ForeignKey("bullets.id"), index=True)
-    helpful: Mapped[bool] = mapped_column(Boolean)
-    source: Mapped[str] = mapped_column(String(16))  # reaction | command
-    target: Mapped[str] = mapped_column(String(16))  # github | jira
-    actor: Mapped[str] = mapped_column(String(200))
-    reason: Mapped[str | None] = mapped_column(Text)
-    # The estimate when the lesson was shown (None: it was not in the bot's comment).
-    relevance: Mapped[float | None] = mapped_column(Float)
-    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
-
-
-class FitCalibration(Base):
-    """A scope's recalibration of the relevance estimate, fitted from its people's verdicts."""
-
-    __tablename__ = "fit_calibrations"
-
-    scope: Mapped[str] = mapped_column(String(200), primary_key=True)
-    labels: Mapped[int] = mapped_column(Integer)
-    helpful: Mapped[int] = mapped_column(Integer)
-    # Added to the estimate's log-odds for this scope's tickets, within bounds.
-    shift: Mapped[float] = mapped_column(Float)
-    fitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+# The tables of the optional model features (ratings, budgets, consolidation, embeddings) and
+# of fit feedback live in their own modules; imported here so the metadata has them all.
+from playbook.fit.tables import FitCalibration, FitLabel  # noqa: E402, F401
+from playbook.model_tables import Consolidation, Embedding, ModelUsage, Rating  # noqa: E402, F401

@@ -8,23 +8,30 @@ proposes, within its scope. Who a caller is comes from the token alone.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from flask import Response, g, jsonify, request
 from flask_openapi3 import Tag
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot import callers, write_limits
 from bot.consolidate import budget_for
 from playbook import agents, db, work_scope
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition, PlaybookError
-from playbook.lessons import characters, fields, lifecycle
+from playbook.lessons import fields, lifecycle
 from playbook.outcomes import usage
 from playbook.search.floor import Floor
 from playbook.stats_answer import Stats, stats_of
 from webhooks import api_parts, problems
+from webhooks.api_types import (
+    LESSON_ID,
+    MIN_RELEVANCE_DOC,
+    NO_NUL,
+    NONBLANK,
+    BodyFloat,
+    BodyInt,
+)
 from webhooks.intake import decode, parse
 from webhooks.runtime import runtime
 
@@ -37,45 +44,7 @@ CURSOR_CHARS = 100
 # One request's events, and the length of its Idempotency-Key.
 MAX_EVENTS = 1000
 MAX_KEY_CHARS = 200
-# Characters Python's str.strip() drops: a value made only of these is empty to the playbook.
-# Spelled out because JSON Schema (ECMA) and Python disagree on what `\s` means.
-# So are the controls and invisible characters every stored text loses (`characters.visible`).
-_BLANK = (
-    r"\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-    + characters.INVISIBLE_CLASS
-)
-# Text with something besides white space in it, and no NUL (PostgreSQL text cannot hold one).
-NONBLANK = rf"^[^\x00]*[^{_BLANK}][^\x00]*$"
-NO_NUL = r"^[^\x00]*$"
-# Ids are printable ASCII without commas (`fields.bullet_id`): no look-alike digits.
-LESSON_ID = r"^[\x21-\x2b\x2d-\x7e]+$"
 
-
-def _json_integer(value: object) -> object:
-    # Pydantic's lax mode reads true as 1 and "5" as 5; a JSON body means what it says.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("must be an integer")
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError("must be a whole number")
-    return int(value)
-
-
-def _json_number(value: object) -> object:
-    # As for integers: true is not 1 and "0.5" is not a number in a JSON body; NaN has no order.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("must be a number")
-    if not math.isfinite(value):
-        raise ValueError("must be a finite number")
-    return float(value)
-
-
-BodyInt = Annotated[int, BeforeValidator(_json_integer)]
-BodyFloat = Annotated[float, BeforeValidator(_json_number)]
-MIN_RELEVANCE_DOC = (
-    "Leave out lessons whose estimated chance of fitting is below this (0..1; by default none "
-    "is left out, each lesson carries its `relevance`). The bot's comments use its floor, "
-    "PLAYBOOK_MIN_RELEVANCE."
-)
 LessonId = Annotated[str, Field(min_length=1, max_length=fields.BULLET_ID_CHARS)]
 TicketKey = Annotated[
     str,

@@ -1,0 +1,50 @@
+"""The API's field shapes: non-blank text, ids, and numbers a JSON body means literally."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+from playbook.lessons import characters
+
+# Characters Python's str.strip() drops: a value made only of these is empty to the playbook.
+# Spelled out because JSON Schema (ECMA) and Python disagree on what `\s` means.
+# So are the controls and invisible characters every stored text loses (`characters.visible`).
+_BLANK = (
+    r"\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+    + characters.INVISIBLE_CLASS
+)
+# Text with something besides white space in it, and no NUL (PostgreSQL text cannot hold one).
+NONBLANK = rf"^[^\x00]*[^{_BLANK}][^\x00]*$"
+NO_NUL = r"^[^\x00]*$"
+# Ids are printable ASCII without commas (`fields.bullet_id`): no look-alike digits.
+LESSON_ID = r"^[\x21-\x2b\x2d-\x7e]+$"
+
+
+def _json_integer(value: object) -> object:
+    # Pydantic's lax mode reads true as 1 and "5" as 5; a JSON body means what it says.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be an integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError("must be a whole number")
+    return int(value)
+
+
+def _json_number(value: object) -> object:
+    # As for integers: true is not 1 and "0.5" is not a number in a JSON body; NaN has no order.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return float(value)
+
+
+BodyInt = Annotated[int, BeforeValidator(_json_integer)]
+BodyFloat = Annotated[float, BeforeValidator(_json_number)]
+MIN_RELEVANCE_DOC = (
+    "Leave out lessons whose estimated chance of fitting is below this (0..1; by default none "
+    "is left out, each lesson carries its `relevance`). The bot's comments use its floor, "
+    "PLAYBOOK_MIN_RELEVANCE."
+)
