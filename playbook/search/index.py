@@ -290,6 +290,10 @@ class BM25Index:
         df = len(self._posting(term_id)[0]) if term_id is not None else 0
         return _idf(len(self._slot), df) if df else 0.0
 
+    def unseen_idf(self) -> float:
+        """The idf of a term no live document has: the highest any term can reach here."""
+        return _idf(len(self._slot), 0)
+
     def _norms(self) -> np.ndarray:
         if self._norm is None:
             avgdl = self._total_length / len(self._slot) if self._slot else 1.0

@@ -95,12 +95,17 @@ class SyncedIndex:
             return set(self._index.scope_names())
 
     def idfs(self, terms: Iterable[str]) -> dict[str, float]:
-        """Each term's idf in the index as last synced (0 for a term no lesson has).
+        """Each term's idf in the index as last synced; a term no lesson has gets the idf of
+        the rarest term there can be.
 
         For the relevance estimate, right after a search: no sync, so it reads the same index.
+        A ticket's word that no lesson has is not noise to leave out: in a small playbook most
+        of a ticket's words are such, and a lesson sharing one common word with it would
+        otherwise seem to cover the whole ticket.
         """
         with self._lock:
-            return {term: self._index.idf(term) for term in set(terms)}
+            unseen = self._index.unseen_idf()
+            return {term: self._index.idf(term) or unseen for term in set(terms)}
 
     def sync(self, session: Session, *, save: bool = True, writing: bool = False) -> int:
         """Bring the index up to the database's playbook version; returns that version.
