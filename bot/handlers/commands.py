@@ -10,12 +10,15 @@ from bot.effects import JiraCommentSeen, TicketRef
 from bot.handlers.context import Ignored, effect, publish
 from bot.handlers.router import Event, Router
 from bot.jira import JiraAuthor, author_of
+from bot.render import _lesson_text, _wiki_text  # the lessons comment's escapes, reused
 from playbook import clock, db
 from playbook.deliveries import comments
 from playbook.errors import PlaybookError
 from playbook.experiment import outcomes as experiment_outcomes
+from playbook.fit import labels, verdicts
 from playbook.lessons import lifecycle, reach
-from playbook.lessons.capture import Command, commands_in
+from playbook.lessons.capture import FIT_VERBS, Command, commands_in
+from playbook.lessons.markdown import markdown_text
 from playbook.outcomes import tracking
 from playbook.outcomes.evidence import cite_later, scope_of
 from playbook.repos import syncs
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 router = Router()
+# A reply repeats a verdict's reason this far: enough to see what was kept, not a soapbox.
+REPLY_REASON_CHARS = 200
 
 
 def run_commands(
@@ -70,7 +75,7 @@ def run_commands(
         )
     else:
         reply = "\n".join(
-            _apply(services, command, str(actor), learned_from, scope, source_url, place)
+            _apply(services, ref, command, str(actor), learned_from, scope, source_url, place)
             for command in commands
         )
     publish(services, ref, purpose, reply, edit=False)
@@ -78,6 +83,7 @@ def run_commands(
 
 def _apply(
     services: Services,
+    ref: TicketRef,
     command: Command,
     author: str,
     learned_from: str,
@@ -116,6 +122,20 @@ def _apply(
             # Out of this place's reach is answered as a missing id: nothing of another
             # owner's lessons (that it exists, its status) is told here.
             bullet_id = reach.reachable(session, place, command.bullet_id or "").id
+            if command.verb in FIT_VERBS:
+                # The scope the ticket is searched in: the place's own (for a repository, the
+                # one its settings file names), whose fit estimate the verdict calibrates.
+                verdict = labels.Verdict(
+                    ref.key,
+                    bullet_id,
+                    command.verb == "helpful",
+                    labels.COMMAND,
+                    ref.target,
+                    author,
+                    command.reason,
+                    place.home,
+                )
+                return _noted(verdicts.note(session, verdict), ref.target)
             if command.verb == "supersede":
                 reach.reachable(session, place, command.by or "", field="by")
             if command.verb == "approve":
@@ -141,6 +161,26 @@ def _apply(
             return f"{bullet_id} is now {change.bullet.status}."
     except PlaybookError as problem:
         return f"Nothing changed: {problem}."
+
+
+def _noted(noted: verdicts.Noted, target: str) -> str:
+    """One line on a verdict taken: what was kept, and that it moves the scope's fit estimate,
+    never the lesson. The reason and the scope are outside text, shown inert in ``target``'s
+    markup as lesson text is: no mention, link, image or HTML."""
+    escape = _wiki_text if target == "jira" else markdown_text
+    fit = "fitted this ticket" if noted.helpful else "did not fit this ticket"
+    said = f' ("{_lesson_text(noted.reason, escape, REPLY_REASON_CHARS)}")' if noted.reason else ""
+    head = "Noted, replacing your earlier verdict" if noted.replaced else "Noted"
+    scope = escape(noted.scope)
+    if noted.shown:
+        effect = f"It counts toward the fit estimate for {scope}"
+    else:
+        # Nothing to calibrate against: no estimate was shown for it here (a typo'd id?).
+        effect = (
+            "The bot's comment here did not show it with an estimate, so it is kept without "
+            f"changing the fit estimate for {scope}"
+        )
+    return f"{head}: {noted.bullet_id} {fit}{said}. {effect}; the lesson itself is unchanged."
 
 
 @router.register("github", "issue_comment", "created")

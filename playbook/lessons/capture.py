@@ -114,7 +114,7 @@ class Command:
     """A `/lesson TEXT`, `/playbook VERB pb-N [reason]` or `/playbook supersede pb-N by pb-M
     [reason]` line in a comment."""
 
-    verb: str  # lesson | approve | deprecate | restore | supersede
+    verb: str  # lesson | approve | deprecate | restore | supersede | helpful | unhelpful
     text: str = ""
     bullet_id: str | None = None
     reason: str | None = None
@@ -122,10 +122,16 @@ class Command:
     by: str | None = None  # supersede: the replacing lesson
 
 
-PLAYBOOK_VERBS = ("approve", "deprecate", "restore", "supersede")
+# A person's verdict on whether a lesson fitted the ticket (`playbook.fit`): it changes the
+# scope's fit estimate, never the lesson.
+FIT_VERBS = ("helpful", "unhelpful")
+PLAYBOOK_VERBS = ("approve", "deprecate", "restore", "supersede", *FIT_VERBS)
 PLAYBOOK_USAGE = (
-    "use /playbook approve|deprecate|restore pb-N [reason], or /playbook supersede pb-N by pb-M "
-    "[reason]"
+    "use /playbook approve|deprecate|restore pb-N [reason], /playbook supersede pb-N by pb-M "
+    "[reason], or /playbook helpful|unhelpful pb-N [reason]"
+)
+FIT_USAGE = (
+    "use /playbook helpful pb-N or /playbook unhelpful pb-N [reason], one lesson per command"
 )
 
 
@@ -150,6 +156,12 @@ def commands_in(body: str | None) -> list[Command]:
             if first.lower() == "by":
                 first, _, remainder = remainder.strip().partition(" ")
             by, reason = (first, remainder) if ids.is_numbered(first) else (None, "")
+        if verb.lower() in FIT_VERBS and (
+            not ids.is_numbered(bullet_id) or ids.is_numbered(reason.strip().partition(" ")[0])
+        ):
+            # One lesson per verdict: `pb-3 pb-4` would store "pb-4" as pb-3's reason.
+            found.append(Command("playbook", problem=FIT_USAGE))
+            continue
         if (
             verb.lower() not in PLAYBOOK_VERBS
             or not ids.is_numbered(bullet_id)
@@ -166,3 +178,27 @@ def commands_in(body: str | None) -> list[Command]:
             )
         )
     return found
+
+
+def _kept_unless_feedback(match: re.Match[str]) -> str:
+    if match.group(1).lower() != "playbook":
+        return match.group(0)
+    words = match.group(2).split(maxsplit=1)
+    return "" if words and words[0].lower() in FIT_VERBS else match.group(0)
+
+
+def without_feedback(text: str | None) -> str:
+    """``text`` without its `/playbook helpful|unhelpful` lines, well formed or not.
+
+    A verdict on whether a lesson fitted names the lesson without having used it: the ids
+    on such a line (its reason's too) are no cites, so feedback never moves a lesson's cites
+    or the ratings its PR's outcome would bring.
+    """
+    kept = _COMMAND.sub(_kept_unless_feedback, text or "")
+    if "<!--" not in kept:
+        return kept
+    # A line can start a command once GitHub hides the comment before it (`<!-- x -->/playbook
+    # helpful pb-3`). Rare: only then is the text read as shown, its hidden ids dropped too.
+    shown = without_comments(kept)
+    cleaned = _COMMAND.sub(_kept_unless_feedback, shown)
+    return kept if cleaned == shown else cleaned

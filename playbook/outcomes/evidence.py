@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.lessons import lifecycle, secrets
-from playbook.lessons.capture import lessons_in
+from playbook.lessons.capture import lessons_in, without_feedback
 from playbook.models import Bullet
 from playbook.outcomes import pull_reach, tracking, unreviewed, usage
 from playbook.outcomes.links import bullet_ids, pull_request_links
@@ -47,7 +47,8 @@ def cite(
     cites its replacement too, and the PR's outcome rates both. A lesson out of the PR's reach
     (another owner's repository scope, `pull_reach.may_touch`) is never a cite.
     """
-    ids = bullet_ids(text)
+    # A `/playbook helpful|unhelpful pb-3` line judges pb-3's fit; it did not use it.
+    ids = bullet_ids(without_feedback(text))
     if not ids:
         return 0
     # Only lessons this PR's repository may touch (`pull_reach`): an ``evil/app`` PR naming

@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 
 from bot.render import lessons_comment
 from playbook.lessons.capture import (
+    FIT_VERBS,
     MIN_LESSON_CHARS,
     PLAYBOOK_VERBS,
     Command,
     commands_in,
     lessons_in,
+    without_feedback,
 )
 from playbook.outcomes.links import bullet_ids, pull_request_links
 from playbook.search.retrieval import Hit
@@ -52,6 +54,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "strip_markup": strip_markup,
     "lessons_in": lessons_in,
     "commands_in": commands_in,
+    "without_feedback": without_feedback,
     "bullet_ids": bullet_ids,
     "pull_request_links": lambda text: pull_request_links(text, text, text, "acme/shop"),
     "jira ticket": _jira,
@@ -155,6 +158,8 @@ FRAGMENTS = [
     "approve ",
     "deprecate ",
     "restore ",
+    "helpful ",
+    "unhelpful ",
     "## Lessons\n",
     "**Lessons learned:**\n",
     "- ",
@@ -199,6 +204,13 @@ def test_every_command_is_valid_or_names_its_problem(body: str) -> None:
         else:
             assert command.verb in PLAYBOOK_VERBS
             assert re.fullmatch(r"pb-\d+", command.bullet_id or "")
+
+
+@PROPERTY
+@given(markup)
+def test_no_fit_verdict_is_left_where_cites_are_read(body: str) -> None:
+    assert not [c for c in commands_in(without_feedback(body)) if c.verb in FIT_VERBS]
+    assert len(without_feedback(body)) <= len(body)
 
 
 @PROPERTY

@@ -15,7 +15,8 @@ from sqlalchemy import Engine, func, select
 
 from playbook.db import transaction
 from playbook.lessons import lifecycle
-from playbook.models import Bullet, Revision
+from playbook.lessons.capture import PLAYBOOK_VERBS
+from playbook.models import Bullet, FitLabel, Revision
 from tests.loop_harness import REPO, Loop
 from tests.payloads import issue_comment, jira_comment_created, pull_request
 
@@ -46,28 +47,39 @@ def _lessons(engine: Engine, scope: str) -> dict[str, str]:
 
 
 def _commands(target: dict[str, str], own: dict[str, str]) -> list[str]:
-    """Every `/playbook` verb naming ``target``'s lessons, as the lesson and as the replacement."""
+    """Every `/playbook` verb (fit verdicts too) naming ``target``'s lessons, as the lesson and
+    as the replacement."""
     return [
         f"/playbook approve {target['proposed']}",
         f"/playbook deprecate {target['active']} it leaked the payroll DB password",
         f"/playbook restore {target['deprecated']}",
         f"/playbook supersede {target['active']} by {own['active']} mine is better",
         f"/playbook supersede {own['other']} by {target['active']}",
+        f"/playbook helpful {target['active']}",
+        f"/playbook unhelpful {target['deprecated']} off topic for @victim",
     ]
+
+
+def test_the_walk_names_every_verb() -> None:
+    """A verb added to the parser is walked below, or this fails."""
+    walked = {command.split()[1] for command in _commands(_missing(), _missing())}
+    assert walked == set(PLAYBOOK_VERBS)
 
 
 def _missing() -> dict[str, str]:
     return dict.fromkeys(("proposed", "active", "deprecated", "other"), MISSING)
 
 
-def _state(engine: Engine) -> tuple[list[tuple[Any, ...]], int]:
-    """Every lesson's status, replacement and reason, and how many revisions there are."""
+def _state(engine: Engine) -> tuple[list[tuple[Any, ...]], int, int]:
+    """Every lesson's status, replacement and reason, and how many revisions and fit verdicts
+    there are."""
     with transaction(engine) as session:
         rows = session.execute(
             select(Bullet.id, Bullet.status, Bullet.superseded_by, Bullet.demoted_reason)
         ).all()
         count = session.scalar(select(func.count()).select_from(Revision))
-    return sorted(tuple(row) for row in rows), int(count or 0)
+        verdicts = session.scalar(select(func.count()).select_from(FitLabel))
+    return sorted(tuple(row) for row in rows), int(count or 0), int(verdicts or 0)
 
 
 def _github(loop: Loop, body: str) -> str:
@@ -126,6 +138,8 @@ def test_github_commands_never_reach_another_owners_or_a_jira_projects_lessons(
     assert _github(loop, f"/playbook restore {shared['deprecated']}").endswith("is now active.")
     reply = _github(loop, f"/playbook supersede {own['active']} by {shared['active']}")
     assert reply == f"{own['active']} is now superseded by {shared['active']}."
+    assert _github(loop, f"/playbook helpful {shared['active']}").startswith("Noted:")
+    assert _github(loop, f"/playbook unhelpful {own['other']} no").startswith("Noted:")
 
 
 def test_jira_commands_never_reach_a_repositorys_or_another_projects_lessons(
@@ -142,6 +156,7 @@ def test_jira_commands_never_reach_a_repositorys_or_another_projects_lessons(
     assert _jira(loop, f"/playbook approve {own['proposed']}").endswith("is now active.")
     reply = _jira(loop, f"/playbook deprecate {own['active']} wrong")
     assert reply.endswith("is now deprecated.")
+    assert _jira(loop, f"/playbook unhelpful {own['other']} no").startswith("Noted:")
 
 
 def test_a_global_lesson_is_never_superseded_by_a_scoped_one_from_a_comment(loop: Loop) -> None:
