@@ -25,6 +25,7 @@ FEATURES = (
     "log_bm25",  # the raw text match: long tickets score high everywhere, hence the norm above
     "idf_coverage",  # share of the ticket's idf mass (distinct terms) the lesson matches
     "rare_share",  # share of the ticket's rarest third of terms the lesson matches
+    "summary_coverage",  # share of the summary's idf mass (distinct terms) the lesson matches
     "identifiers",  # identifiers (class names, paths, a.b.c keys, codes) both share, log1p
     "tag_match",  # a label or component in common
     "rank_recip",  # 1 / rank
@@ -123,6 +124,8 @@ def extract(
     by_idf = sorted(distinct, key=lambda t: (-distinct[t], t))
     rare = set(by_idf[: max(1, math.ceil(len(by_idf) / 3))]) if by_idf else set()
     ticket_ids = identifiers(f"{ticket.summary}\n{ticket.description or ''}")
+    headline = {t: idf.get(t, 0.0) for t in dict.fromkeys(tokenize(ticket.summary)) if t in idf}
+    headline_mass = sum(headline.values()) or 1.0
     ticket_tags = set(tokenize(" ".join(ticket.labels)))
     top = max(hits[0].bm25, 1e-9)
     query_length = math.log1p(len(tokens))
@@ -138,6 +141,8 @@ def extract(
                 "log_bm25": math.log1p(max(hit.bm25, 0.0)),
                 "idf_coverage": sum(distinct[t] for t in matched) / mass,
                 "rare_share": sum(1 for t in rare if t in have) / (len(rare) or 1),
+                "summary_coverage": sum(v for t, v in headline.items() if t in have)
+                / headline_mass,
                 "identifiers": math.log1p(len(shared_ids)),
                 "tag_match": 1.0 if ticket_tags & lesson_tags else 0.0,
                 "rank_recip": 1.0 / (i + 1),
