@@ -121,6 +121,15 @@ async def check_tools_and_errors(client: Client, two_scopes: dict[str, str]) -> 
     found = await client.call_tool("search_lessons", {"query": "stripe webhook retries"})
     assert not found.is_error
     assert [hit["id"] for hit in found.structured_content["lessons"]] == [two_scopes["stripe"]]
+    # Each lesson carries its estimated fit, in a number and in words, and the words matched.
+    [hit] = found.structured_content["lessons"]
+    assert 0 < hit["relevance"] < 1 and hit["fit"] in ("strong", "possible", "weak")
+    assert {"Stripe", "stripe"} & set(hit["matched"]) or "webhook" in hit["matched"]
+    above = {"query": "stripe webhook retries", "min_relevance": min(hit["relevance"] + 0.01, 1)}
+    assert (await client.call_tool("search_lessons", above)).structured_content["lessons"] == []
+    assert "less than or equal to 1" in error_text(
+        await client.call_tool("search_lessons", {"query": "stripe", "min_relevance": 2})
+    )
 
 
 async def check_prompt_and_resources(client: Client, two_scopes: dict[str, str]) -> None:

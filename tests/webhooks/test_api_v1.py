@@ -135,6 +135,31 @@ def test_search_ranks_like_the_bot_and_records_loads_once_per_ticket(api, seeded
     problem(api.post("/api/v1/search", json={"query": "x", "k": True}, headers=AGENT), 400, "k")
 
 
+def test_search_answers_carry_relevance_and_min_relevance_leaves_out_the_weak(api, seeded) -> None:
+    found = api.get("/api/v1/search?q=retry+webhooks+idempotency&k=5", headers=AGENT).get_json()
+    first = found["lessons"][0]
+    assert first["id"] == "pb-1" and 0 < first["relevance"] < 1
+    assert first["fit"] in ("strong", "possible") and "webhooks" in first["matched"]
+    assert all(hit["relevance"] <= first["relevance"] for hit in found["lessons"])
+    # The agent asked: no floor unless it passes one, and then only what reaches it.
+    floor = first["relevance"] - 0.0001  # the answer rounds to 4 places
+    kept = api.get(
+        f"/api/v1/search?q=retry+webhooks+idempotency&min_relevance={floor}", headers=AGENT
+    )
+    assert [hit["id"] for hit in kept.get_json()["lessons"]] == ["pb-1"]
+    body = {"query": "Retry webhooks\nwith an idempotency key", "min_relevance": 1}
+    assert api.post("/api/v1/search", json=body, headers=AGENT).get_json()["lessons"] == []
+    problem(
+        api.get("/api/v1/search?q=retry&min_relevance=1.5", headers=AGENT), 400, "min_relevance"
+    )
+    problem(
+        api.get("/api/v1/search?q=retry&min_relevance=abc", headers=AGENT), 400, "min_relevance"
+    )
+    for bad in (True, "0.5", -0.1, 2):
+        bad_body = {"query": "retry", "min_relevance": bad}
+        problem(api.post("/api/v1/search", json=bad_body, headers=AGENT), 400, "min_relevance")
+
+
 def test_an_agent_proposes_and_only_a_maintainer_approves(api, seeded, engine) -> None:
     text = {"text": "Close the HTTP client after each test", "learned_from": "CTMS-12"}
     made = api.post("/api/v1/lessons", json=text, headers=AGENT)

@@ -223,3 +223,50 @@ def test_search_json_carries_the_relevance_of_each_lesson(cli, engine: Engine) -
     assert by_id.keys() >= {"related", "loose"}
     assert all(0.0 <= p <= 1.0 for p in by_id.values())
     assert by_id["related"] > by_id["loose"]
+
+
+def test_search_explains_the_fit_in_words_and_min_relevance_leaves_out_the_rest(
+    cli, engine: Engine
+) -> None:
+    with transaction(engine) as session:
+        for n, text in enumerate(FILLER):
+            bulk.put(session, {"id": f"filler-{n}", "text": text}, actor="t")
+        bulk.put(
+            session,
+            {"id": "related", "text": "StripeWebhookHandler retries must be idempotent"},
+            actor="t",
+        )
+        bulk.put(session, {"id": "loose", "text": "Webhook dashboards load slowly"}, actor="t")
+    query = "StripeWebhookHandler retries charge twice\nwebhook"
+    results = json.loads(cli("search", query, "--json").stdout)["results"]
+    by_id = {row["id"]: row for row in results}
+    related = by_id["related"]
+    assert related["fit"] in ("strong", "possible")
+    assert related["matched"][0] == "StripeWebhookHandler"  # as written, the rarest first
+    table = cli("search", query, "--explain").stdout.splitlines()
+    at = next(i for i, line in enumerate(table) if " related " in line)
+    why = next(line.strip() for line in table[at + 1 :] if " fit" in line)
+    assert why.startswith(f"{related['fit']} fit: matched StripeWebhookHandler")
+    assert not any(ch.isdigit() for ch in why)  # words, never a raw number
+    floor = related["relevance"] - 0.0001  # the answer rounds to 4 places
+    kept = json.loads(cli("search", query, "--json", "--min-relevance", str(floor)).stdout)
+    assert [row["id"] for row in kept["results"]] == ["related"]
+    refused = cli("search", query, "--min-relevance", "1.5")
+    assert refused.exit_code == 2 and "min-relevance" in refused.output
+
+
+def test_an_unseen_word_weighs_as_the_rarest_so_one_common_word_covers_little(
+    engine: Engine,
+) -> None:
+    with transaction(engine) as session:
+        bulk.put(session, {"id": "one", "text": "Settings pages load slowly"}, actor="t")
+        bulk.put(session, {"id": "two", "text": "Deploy workers after migrations"}, actor="t")
+    retriever = Retriever()
+    ticket = Ticket.from_text("Dark theme toggle in the account settings\nkeep contrast readable")
+    with transaction(engine) as session:
+        [hit] = retriever.search(session, ticket, k=5).hits
+        idf = retriever.idfs(query_tokens(ticket))
+    assert idf["dark"] == max(idf.values()) > idf["set"] if "set" in idf else True
+    [row] = relevance.extract(ticket, [hit], idf)
+    assert row["summary_coverage"] < 0.3  # one of the summary's words, not all it knows
+    assert hit.relevance is not None and hit.relevance < relevance.default_model().floor
