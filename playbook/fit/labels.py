@@ -66,6 +66,8 @@ def record(session: Session, verdict: Verdict, now: datetime | None = None) -> F
         return None
     now = now or clock.now()
     reason = (verdict.reason or "").strip()[:REASON_CHARS] or None
+    # Asked before a new row is added: the query's autoflush would write it half filled.
+    relevance = shown_relevance(session, verdict.target, verdict.ticket_key, verdict.bullet_id)
     row = session.scalars(
         select(FitLabel).where(
             FitLabel.ticket_key == verdict.ticket_key,
@@ -86,7 +88,7 @@ def record(session: Session, verdict: Verdict, now: datetime | None = None) -> F
     row.helpful = verdict.helpful
     row.target = verdict.target
     row.reason = reason
-    row.relevance = shown_relevance(session, verdict.target, verdict.ticket_key, verdict.bullet_id)
+    row.relevance = relevance
     row.at = now
     session.flush()
     return row
