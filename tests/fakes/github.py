@@ -337,15 +337,6 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
                 existing["updated_at"] = _iso(datetime.now(UTC))
             return _public(existing)
 
-        @app.delete("/repos/<owner>/<name>/issues/comments/<int:comment_id>")
-        def delete_comment(owner: str, name: str, comment_id: int) -> Any:
-            existing = self.comments.get(comment_id)
-            if existing is None or existing["_issue"][0] != f"{owner}/{name}":
-                return not_found
-            del self.comments[comment_id]
-            self.reactions.pop(comment_id, None)
-            return "", 204
-
         @app.get("/repos/<owner>/<name>/issues/comments/<int:comment_id>/reactions")
         def comment_reactions(owner: str, name: str, comment_id: int) -> Any:
             # As GitHub answers: 404 once the comment is gone; an optional `content` filter;
