@@ -67,16 +67,17 @@ class Reader:
                 reactions.mark_gone(session, comment)
             log.info("%s: the lessons comment is gone; its reactions are not read again", ref.key)
             return self._count("gone")
-        own = self._own_login(ref)
-        voted = reactions.votes(got.reactions, own)
+        thumbs = [r for r in got.reactions if r.content in reactions.VERDICTS]
+        # Only a person's account can be the bot's own (a personal token's): asked then only.
+        own = self._own_login(ref) if any(not r.is_bot for r in thumbs) else None
+        voted = reactions.votes(thumbs, own)
         if voted and not self._is_private(ref):
             voted = {login: v for login, v in voted.items() if self._may_write(ref, login)}
         cached = repo_settings.cached(engine, ref.repo or "")
         scope = cached.scope if cached is not None else ref.repo
         with db.transaction(engine) as session:
             written = reactions.store(session, comment, voted, etag=got.etag, scope=scope)
-        considered = sum(1 for r in got.reactions if r.content in reactions.VERDICTS)
-        metrics.reaction_read("read", len(voted), considered - len(voted))
+        metrics.reaction_read("read", len(voted), len(thumbs) - len(voted))
         self.outcomes["read"] = self.outcomes.get("read", 0) + 1
         if written:
             helpful = sum(1 for v in voted.values() if v)

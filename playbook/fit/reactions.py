@@ -6,13 +6,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import String, literal, select
 from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.deliveries.comments import LESSONS
 from playbook.fit import calibration, labels
-from playbook.models import BotComment
+from playbook.models import BotComment, Bullet, FitLabel
 
 # The reactions that say whether the lessons fitted; 😄, 🎉, 👀... say nothing about fit.
 VERDICTS = {"+1": True, "-1": False}
@@ -63,27 +63,45 @@ def votes(reactions: Iterable[Reaction], own: str | None = None) -> dict[str, bo
 
 
 def _readable():
+    """Posted GitHub lessons comments, but not one GitHub said it no longer has."""
+    gone = literal(GONE, String) + BotComment.external_id
     return (
         (BotComment.target == "github")
         & (BotComment.purpose == LESSONS)
         & (BotComment.state == "posted")
         & BotComment.external_id.is_not(None)
+        & (BotComment.reactions_etag.is_(None) | (BotComment.reactions_etag != gone))
     )
 
 
-def _due(row: BotComment) -> Due | None:
-    if not row.external_id or row.reactions_etag == GONE + row.external_id:
-        return None
-    return Due(row.id, row.ticket_key, row.external_id, row.reactions_etag)
+def _due(session: Session, row: BotComment) -> Due:
+    """The comment to read; without its ETag when it shows other lessons than its verdicts are on.
+
+    A reaction is a verdict on the lessons the comment shows now: after an edit changed them,
+    an unchanged list of reactions must be read again (a 304 would keep the old lessons').
+    """
+    etag = row.reactions_etag
+    if etag is not None:
+        judged = set(
+            session.scalars(
+                select(FitLabel.bullet_id).where(
+                    FitLabel.ticket_key == row.ticket_key, FitLabel.source == labels.REACTION
+                )
+            )
+        )
+        if judged:
+            listed = list(row.bullet_ids or [])
+            shown = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(listed))))
+            etag = etag if judged == shown else None
+    return Due(row.id, row.ticket_key, row.external_id or "", etag)
 
 
 def lessons_comment(session: Session, ticket_key: str) -> Due | None:
     """The ticket's GitHub lessons comment, if it has one GitHub still has."""
-    row = session.scalars(
+    found = session.scalars(
         select(BotComment).where(_readable(), BotComment.ticket_key == ticket_key)
-    )
-    found = row.first()
-    return _due(found) if found is not None else None
+    ).first()
+    return _due(session, found) if found is not None else None
 
 
 def due(session: Session, since: datetime, limit: int) -> list[Due]:
@@ -97,10 +115,9 @@ def due(session: Session, since: datetime, limit: int) -> list[Due]:
             BotComment.reactions_read_at,
             BotComment.id,
         )
-        # Comments marked gone are skipped below; a few more rows keep the batch full.
-        .limit(limit * 2)
-    )
-    return [d for d in (_due(row) for row in rows) if d is not None][:limit]
+        .limit(limit)
+    ).all()
+    return [_due(session, row) for row in rows]
 
 
 def _current(session: Session, comment: Due) -> BotComment | None:

@@ -327,3 +327,28 @@ def test_a_rate_limit_stops_the_sweep_where_it_was(small_batches: Loop) -> None:
     assert comment_row(loop.engine).reactions_read_at is None  # still first in line
     sweep(loop)
     assert [len(reaction_reads(loop, i)) for i in ids] == [2, 1]
+
+
+def test_after_an_edit_shows_other_lessons_the_reactions_judge_those(loop: Loop) -> None:
+    seed(loop.engine)
+    comment = commented(loop, private=True)
+    loop.github.add_reaction(comment, "ann", "+1")
+    closed(loop)
+    before = shown(loop.engine)
+    with transaction(loop.engine) as session:
+        lifecycle.add(
+            session,
+            "README spelling: commit has one t",
+            learned_from="x/y#3",
+            scope=REPO,
+            actor="seed",
+        )
+    loop.github_event("issues.labeled", fixture("issues.labeled"))
+    loop.process()
+    after = shown(loop.engine)
+    assert set(after) != set(before)
+    sweep(loop)  # the reactions did not change, the lessons they are about did
+    assert "If-None-Match" not in reaction_reads(loop, comment)[-1].headers
+    assert verdicts(loop.engine) == {("ann", b, True) for b in after}
+    sweep(loop)
+    assert reaction_reads(loop, comment)[-1].headers.get("If-None-Match")
