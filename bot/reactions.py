@@ -30,12 +30,12 @@ log = logging.getLogger(__name__)
 # The sweep reads comments posted or changed this recently (people react in the first days).
 SWEEP_WINDOW = timedelta(days=30)
 # Write-access checks one run may make (each is a call; reactions of a public repository's
-# crowd would otherwise cost one each). A comment that needs more is read by a later run.
+# crowd would otherwise cost one each). The comment that runs out waits behind the others.
 MAX_ACCESS_CHECKS = 200
 
 
 class OutOfChecks(Exception):
-    """The run used its write-access checks; the comment waits for the next run."""
+    """The run used its write-access checks; the comment waits behind the others."""
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Reader:
     """One run's reading: what it learnt about repositories and people, asked once each."""
 
     services: Services
-    checks_left: int = MAX_ACCESS_CHECKS
+    checks_left: int = field(default_factory=lambda: MAX_ACCESS_CHECKS)
     outcomes: dict[str, int] = field(default_factory=dict)
     _private: dict[str, bool] = field(default_factory=dict)
     _writers: dict[tuple[str, str], bool] = field(default_factory=dict)
@@ -193,6 +193,9 @@ def sweep(services: Services, batch: int) -> SweepReport:
                 continue
             reader.read(comment, ref)
         except OutOfChecks as why:
+            # Behind the others next time: a comment needing more checks than a run makes
+            # must not hold up every run.
+            _set_aside(services, comment)
             stopped = str(why)
             break
         except Exception as error:

@@ -352,3 +352,23 @@ def test_after_an_edit_shows_other_lessons_the_reactions_judge_those(loop: Loop)
     assert verdicts(loop.engine) == {("ann", b, True) for b in after}
     sweep(loop)
     assert reaction_reads(loop, comment)[-1].headers.get("If-None-Match")
+
+
+def test_a_crowd_of_outsiders_costs_a_bounded_number_of_checks(
+    small_batches: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bot.reactions
+
+    monkeypatch.setattr(bot.reactions, "MAX_ACCESS_CHECKS", 3)
+    loop = small_batches
+    seed(loop.engine)
+    crowded, calm = (commented(loop, number=n) for n in (1, 2))
+    for n in range(5):
+        loop.github.add_reaction(crowded, f"outsider-{n}", "-1")
+    loop.github.add_reaction(calm, "Codertocat", "+1")
+    sweep(loop)
+    assert len(loop.github.calls("GET", f"/repos/{REPO}/collaborators")) == 3
+    assert verdicts(loop.engine) == set()  # not stored half checked
+    assert reaction_reads(loop, calm) == []  # the run stopped there
+    sweep(loop)  # the crowded comment waits behind the others: it holds no run up
+    assert {actor for actor, _, _ in verdicts(loop.engine, f"{REPO}#2")} == {"Codertocat"}
