@@ -286,6 +286,21 @@ class Settings(BaseSettings):
         description="When an embedding model is set: when embedding jobs are queued for active "
         "lessons with no current embedding (`embed --backfill`).",
     )
+    reactions_schedule: str = Field(
+        "40 * * * *",
+        validation_alias="PLAYBOOK_REACTIONS_SCHEDULE",
+        description="When 👍/👎 on the bot's GitHub lessons comments of the last 30 days are read "
+        "as fit verdicts (an unchanged comment costs a 304, which GitHub does not count against "
+        "the rate limit).",
+    )
+    reactions_batch: int = Field(
+        200,
+        gt=0,
+        le=5000,
+        validation_alias="PLAYBOOK_REACTIONS_BATCH",
+        description="The most lessons comments one scheduled read of reactions looks at, those "
+        "read longest ago first; the next run goes on from there.",
+    )
     http_timeout_seconds: float = Field(10.0, gt=0, validation_alias="PLAYBOOK_HTTP_TIMEOUT")
     consolidate_schedule: str = Field(
         "0 6 * * *",
@@ -508,6 +523,7 @@ class Settings(BaseSettings):
         "rate_backfill_schedule",
         "consolidate_schedule",
         "embed_backfill_schedule",
+        "reactions_schedule",
     )
     @classmethod
     def _crontab(cls, value: str, info: ValidationInfo) -> str:

@@ -13,11 +13,12 @@ from jira.exceptions import JIRAError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from bot import metrics, review_reads
+from bot import metrics, reaction_reads, review_reads
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
 from bot.logs import current_delivery
+from bot.reaction_reads import ReactionsRead
 from bot.review_reads import FeedbackRead
 from playbook import db
 from playbook.deliveries import inbox, side_effects
@@ -91,6 +92,15 @@ class Effects(Protocol):
 
     def forget_installation(self, installation_id: int) -> None:
         """Drop what is cached for a removed installation (its client and token)."""
+
+    def comment_reactions(self, ref: TicketRef, comment_id: str, etag: str | None) -> ReactionsRead:
+        """The reactions on the bot's comment ``comment_id`` on ``ref``, asked with ``etag``."""
+
+    def repository_private(self, ref: TicketRef) -> bool:
+        """Whether ``ref``'s repository is private (or internal): only its members see it."""
+
+    def own_login(self, ref: TicketRef) -> str | None:
+        """The account the bot acts as on ``ref``, when GitHub says (None: it will not)."""
 
 
 @dataclass(frozen=True)
@@ -325,6 +335,24 @@ class LiveEffects:
             raise
         return PullWork(title, body, commits, diff)
 
+    def comment_reactions(self, ref: TicketRef, comment_id: str, etag: str | None) -> ReactionsRead:
+        """The comment's reactions, conditionally (`bot.reaction_reads`)."""
+        client = self.github.for_installation(ref.installation_id)
+        return reaction_reads.read_reactions(client, ref.repo or "", int(comment_id), etag)
+
+    def repository_private(self, ref: TicketRef) -> bool:
+        """GitHub's ``private`` flag of the repository (true for internal ones too)."""
+        client = self.github.for_installation(ref.installation_id)
+        return bool(client.get_repo(ref.repo or "").private)
+
+    def own_login(self, ref: TicketRef) -> str | None:
+        """``<app-slug>[bot]``, or the personal token's owner; None if GitHub will not say."""
+        try:
+            return self.github.bot_login(ref.installation_id)
+        except GithubException as error:
+            log.warning("cannot tell the bot's login (HTTP %s)", error.status)
+            return None
+
     def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
         """Reviews, line comments or conversation of a PR; the bot's own marked as a bot's."""
         client = self.github.for_installation(ref.installation_id)
@@ -442,6 +470,18 @@ class DryRunEffects:
 
     def forget_installation(self, installation_id: int) -> None:
         """Nothing is cached in a dry run."""
+
+    def comment_reactions(self, ref: TicketRef, comment_id: str, etag: str | None) -> ReactionsRead:
+        """Unchanged: a dry run has no GitHub to ask."""
+        return ReactionsRead("unchanged", etag=etag)
+
+    def repository_private(self, ref: TicketRef) -> bool:
+        """Public: only the users named in ``writers`` count."""
+        return False
+
+    def own_login(self, ref: TicketRef) -> str | None:
+        """Nobody: a dry run has no account."""
+        return None
 
 
 __all__ = [

@@ -120,6 +120,19 @@ RATINGS_RECORDED = Counter(
     "Model ratings stored for lessons shown and not cited, by sign (up, none, down).",
     ["sign"],
 )
+REACTION_READS = Counter(
+    "playbook_reaction_reads",
+    "Reads of the reactions on the bot's GitHub lessons comments, by outcome: read (changed; "
+    "verdicts stored), unchanged (a 304, which costs no rate limit), gone (the comment was "
+    "deleted), failed.",
+    ["outcome"],
+)
+REACTION_VOTES = Counter(
+    "playbook_reaction_votes",
+    "👍/👎 read on the bot's lessons comments, by whether they count as a fit verdict: counted, "
+    "or ignored (a bot, the bot itself, or in a public repository someone without write access).",
+    ["counted"],
+)
 
 _warned = False
 
@@ -181,6 +194,15 @@ def ratings_recorded(scores: list[float]) -> None:
     for score in scores:
         sign = "up" if score > 0 else "down" if score < 0 else "none"
         _update(RATINGS_RECORDED.labels(sign).inc)
+
+
+def reaction_read(outcome: str, counted: int = 0, ignored: int = 0) -> None:
+    """One comment's reactions were read (or not) with ``outcome``; votes counted and ignored."""
+    _update(REACTION_READS.labels(outcome).inc)
+    if counted:
+        _update(lambda: REACTION_VOTES.labels("counted").inc(counted))
+    if ignored:
+        _update(lambda: REACTION_VOTES.labels("ignored").inc(ignored))
 
 
 _PENDING_EFFECTS = "playbook_metrics_effects"

@@ -1,5 +1,5 @@
 """Scheduled upkeep with APScheduler 3: prune, reconcile, retry, purge, agents-md, rating backfill,
-consolidation proposals.
+consolidation proposals, reading reactions.
 
 APScheduler 3 keeps its schedule in each process and cannot share a job store, so every
 process schedules the jobs and a lease row decides who runs each one: a job runs only in
@@ -170,6 +170,19 @@ def consolidate_job(engine: Engine, settings: Settings) -> None:
             )
 
 
+def reactions_job(engine: Engine, settings: Settings) -> None:
+    """Read 👍/👎 on recent GitHub lessons comments as fit verdicts (PLAYBOOK_REACTIONS_BATCH)."""
+    from bot.reactions import sweep
+    from bot.services import Services
+
+    missing = GitHubClients(settings).missing()
+    if missing is not None:
+        log.info("reactions skipped: GitHub is not configured (set %s)", missing)
+        return
+    report = sweep(Services(engine=engine, settings=settings), settings.reactions_batch)
+    log.info("reactions: %s", report.summary())
+
+
 JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "prune": ("prune_schedule", prune_job),
     "reconcile": ("reconcile_schedule", reconcile_job),
@@ -179,6 +192,7 @@ JOBS: dict[str, tuple[str, Callable[[Engine, Settings], None]]] = {
     "rate_backfill": ("rate_backfill_schedule", rate_backfill_job),
     "consolidate": ("consolidate_schedule", consolidate_job),
     "embed_backfill": ("embed_backfill_schedule", embed_backfill_job),
+    "reactions": ("reactions_schedule", reactions_job),
 }
 
 

@@ -53,6 +53,11 @@ PERMISSIONS_BY_CALL: dict[tuple[str, str], dict[str, str] | None] = {
         "issues": "write",
         "pull_requests": "write",
     },
+    # 👍/👎 on the bot's lessons comment, read as fit verdicts.
+    ("GET", "/repos/<owner>/<name>/issues/comments/<int:comment_id>/reactions"): {
+        "issues": "read",
+        "pull_requests": "read",
+    },
     ("GET", "/repos/<owner>/<name>/pulls"): {"pull_requests": "read"},
     ("GET", "/repos/<owner>/<name>/pulls/<int:number>"): {"pull_requests": "read"},
     ("GET", "/repos/<owner>/<name>/pulls/<int:number>/commits"): {"pull_requests": "read"},

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot import agents_md, payloads
+from bot import agents_md, payloads, reactions
 from bot.effects import TicketRef
 from bot.handlers.context import Ignored, effect
 from bot.handlers.pull_news import apply_pull_request
 from bot.handlers.router import Event, Router
 from playbook import clock, db
+from playbook.outcomes import tracking
 from playbook.outcomes.evidence import cite_later
 from playbook.outcomes.pull_outcome import Closer
 from playbook.outcomes.tracking import PullRequestState
@@ -69,16 +70,31 @@ def pull_request_changed(event: Event, services: Services) -> None:
         is_bot=bool(by and by.type == "Bot"),
         opener=pr.user.login if pr.user else None,
     )
-    apply_pull_request(
-        services,
-        seen,
-        pr.body,
-        [label.name for label in pr.labels],
-        closer,
-        author=author.login if author else None,
-    )
+    try:
+        apply_pull_request(
+            services,
+            seen,
+            pr.body,
+            [label.name for label in pr.labels],
+            closer,
+            author=author.login if author else None,
+        )
+    finally:
+        if event.action == "closed":
+            # Whatever the closing counts for (an Ignored one too), its tickets are done.
+            read_reactions(services, seen)
     if event.action == "synchronize":
         cite_commits(services, seen)
+
+
+def read_reactions(services: Services, seen: PullRequestState) -> None:
+    """Read the 👍/👎 on the lessons comments of the closed PR's tickets (and its own).
+
+    Every closing reads again; a comment nobody reacted to since answers 304 at no cost.
+    """
+    with db.transaction(services.engine) as session:
+        tickets = tracking.tickets_of(session, seen.key)
+    reactions.read_closed(services, [seen.key, *tickets], seen.installation_id)
 
 
 def cite_commits(services: Services, seen: PullRequestState) -> None:

@@ -101,11 +101,15 @@ def replace_reactions(
     bullet_ids: Sequence[str],
     reactions: Mapping[str, bool],
     now: datetime | None = None,
+    *,
+    scope: str | None = None,
 ) -> int:
     """Make the ticket's reaction verdicts exactly ``reactions`` (actor: 👍 is True).
 
     A reaction is on the whole comment, so it is a verdict on every lesson the comment shows.
-    A reaction taken back since the last read drops its verdicts. Returns the rows written.
+    A reaction taken back since the last read drops its verdicts; one unchanged keeps its row
+    and its time. ``scope`` is the ticket's search scope when its settings file names one.
+    Returns the rows written.
     """
     now = now or clock.now()
     known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(list(bullet_ids)))))
@@ -115,10 +119,18 @@ def replace_reactions(
         keep = (FitLabel.actor.in_(list(reactions))) & (FitLabel.bullet_id.in_(shown))
         stale = stale.where(~keep)
     session.execute(stale)
+    held = {
+        (row.actor, row.bullet_id): row.helpful
+        for row in session.scalars(
+            select(FitLabel).where(FitLabel.ticket_key == ticket_key, FitLabel.source == REACTION)
+        )
+    }
     written = 0
     for actor, helpful in sorted(reactions.items()):
         for bullet_id in shown:
-            verdict = Verdict(ticket_key, bullet_id, helpful, REACTION, target, actor)
+            if held.get((actor, bullet_id)) == helpful:
+                continue  # read again, unchanged: the verdict keeps the time it was given
+            verdict = Verdict(ticket_key, bullet_id, helpful, REACTION, target, actor, scope=scope)
             if record(session, verdict, now) is not None:
                 written += 1
     return written

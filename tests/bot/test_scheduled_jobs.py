@@ -103,6 +103,7 @@ def test_every_scheduled_job_has_a_setting_and_a_body() -> None:
         "rate_backfill",
         "consolidate",
         "embed_backfill",
+        "reactions",
     }
     for setting, body in JOBS.values():
         assert setting in Settings.model_fields and callable(body)

@@ -100,17 +100,29 @@ def test_two_processes_never_run_the_same_job_at_once(
 
 def test_scheduler_registers_the_upkeep_jobs(engine: Engine, database_url: str) -> None:
     settings = Settings(
-        _env_file=None, PLAYBOOK_DATABASE_URL=database_url, PLAYBOOK_PRUNE_SCHEDULE="15 4 * * *"
+        _env_file=None,
+        PLAYBOOK_DATABASE_URL=database_url,
+        PLAYBOOK_PRUNE_SCHEDULE="15 4 * * *",
+        PLAYBOOK_REACTIONS_SCHEDULE="*/20 * * * *",
     )
     scheduler = start(engine, settings, holder="test")
     assert scheduler is not None
     try:
         jobs = {job.id: job for job in scheduler.get_jobs()}
-        assert set(jobs) == {"prune", "reconcile", "retry", "purge", "agents_md", "consolidate"}
+        assert set(jobs) == {
+            "prune",
+            "reconcile",
+            "retry",
+            "purge",
+            "agents_md",
+            "consolidate",
+            "reactions",
+        }
         assert (
             str(jobs["prune"].trigger)
             == "cron[month='*', day='*', day_of_week='*', hour='4', minute='15']"
         )
+        assert "minute='*/20'" in str(jobs["reactions"].trigger)
     finally:
         scheduler.shutdown(wait=False)
     assert start(engine, settings.model_copy(update={"scheduler_enabled": False})) is None

@@ -1,11 +1,14 @@
-"""A fake GitHub REST API: App installation tokens, issues, comments, permissions, pulls, hooks.
+"""A fake GitHub REST API: App installation tokens, issues, comments, reactions, permissions, pulls,
+hooks.
 
 Contents, branches, the git database and PR writes live in ``tests/fakes/github_git.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
@@ -36,6 +39,8 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
         self.repos: dict[str, dict[str, Any]] = {}
         self.issues: dict[tuple[str, int], dict[str, Any]] = {}
         self.comments: dict[int, dict[str, Any]] = {}
+        # Each issue comment's reactions, oldest first, as GitHub lists them.
+        self.reactions: dict[int, list[dict[str, Any]]] = {}
         self.permissions: dict[tuple[str, str], str] = {}
         self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
         self.pull_commits: dict[tuple[str, int], list[str]] = {}
@@ -58,15 +63,16 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
         """An installation of the App."""
         self.installations[installation_id] = {"id": installation_id, "account": {"login": account}}
 
-    def add_repo(self, full_name: str) -> dict[str, Any]:
-        """A repository."""
+    def add_repo(self, full_name: str, *, private: bool = False) -> dict[str, Any]:
+        """A repository (public unless ``private``)."""
         owner, name = full_name.split("/")
         repo = {
             "id": next(self._ids),
             "name": name,
             "full_name": full_name,
             "owner": {"login": owner, "id": 1, "type": "Organization"},
-            "private": False,
+            "private": private,
+            "visibility": "private" if private else "public",
             "default_branch": "main",
             "url": f"{self.url}/repos/{full_name}",
             "html_url": f"https://github.com/{full_name}",
@@ -151,6 +157,32 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
         }
         self.comments[comment_id] = comment
         return comment
+
+    def add_reaction(
+        self, comment_id: int, user: str, content: str, *, at: datetime | None = None
+    ) -> dict[str, Any]:
+        """A reaction on an issue comment (``+1``, ``-1``, ``heart``...), as GitHub lists it."""
+        reaction = {
+            "id": next(self._ids),
+            "node_id": f"REA_{secrets.token_hex(6)}",
+            "user": {
+                "login": user,
+                "id": int(hashlib.sha1(user.encode()).hexdigest()[:7], 16),
+                "type": "Bot" if user.endswith("[bot]") else "User",
+            },
+            "content": content,
+            "created_at": _iso(at or datetime.now(UTC)),
+        }
+        self.reactions.setdefault(comment_id, []).append(reaction)
+        return reaction
+
+    def remove_reaction(self, comment_id: int, user: str, content: str) -> None:
+        """Take a person's reaction back."""
+        self.reactions[comment_id] = [
+            r
+            for r in self.reactions.get(comment_id, [])
+            if not (r["user"]["login"] == user and r["content"] == content)
+        ]
 
     def add_pull_file(
         self, full_name: str, number: int, filename: str, patch: str | None, status="modified"
@@ -305,6 +337,31 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
                 existing["updated_at"] = _iso(datetime.now(UTC))
             return _public(existing)
 
+        @app.get("/repos/<owner>/<name>/issues/comments/<int:comment_id>/reactions")
+        def comment_reactions(owner: str, name: str, comment_id: int) -> Any:
+            # As GitHub answers: 404 once the comment is gone; an optional `content` filter;
+            # pages of at most 100; an ETag per answer, and 304 with no body when the
+            # client's If-None-Match still matches (which GitHub does not count against the
+            # rate limit).
+            existing = self.comments.get(comment_id)
+            if existing is None or existing["_issue"][0] != f"{owner}/{name}":
+                return not_found
+            content = request.args.get("content")
+            listed = [
+                r
+                for r in self.reactions.get(comment_id, [])
+                if not content or r["content"] == content
+            ]
+            chunk, status, headers = _page(listed)
+            digest = hashlib.sha1(
+                json.dumps([chunk, headers.get("Link")], sort_keys=True).encode()
+            ).hexdigest()
+            etag = f'W/"{digest}"'
+            headers["ETag"] = etag
+            if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+                return "", 304, headers
+            return chunk, status, headers
+
         @app.get("/repos/<owner>/<name>/collaborators/<user>/permission")
         def permission(owner: str, name: str, user: str) -> Any:
             # As GitHub answers: `permissions` holds the role; `permission` is the legacy level,
@@ -386,7 +443,7 @@ def _public(comment: dict[str, Any]) -> dict[str, Any]:
 
 def _page(items: list[Any]) -> Any:
     """Paginate like GitHub: per_page/page query parameters and a Link header."""
-    per_page = int(request.args.get("per_page", 30))
+    per_page = min(int(request.args.get("per_page", 30)), 100)  # GitHub's most
     page = int(request.args.get("page", 1))
     chunk = items[(page - 1) * per_page : page * per_page]
     headers = {}
