@@ -338,7 +338,7 @@ def test_after_an_edit_shows_other_lessons_the_reactions_judge_those(loop: Loop)
     with transaction(loop.engine) as session:
         lifecycle.add(
             session,
-            "README spelling: commit has one t",
+            "Spelling errors in the README file: run the spell checker on it before merging",
             learned_from="x/y#3",
             scope=REPO,
             actor="seed",
