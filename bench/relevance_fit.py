@@ -57,7 +57,7 @@ from playbook.search import relevance  # noqa: E402
 from playbook.search.retrieval import Retriever  # noqa: E402
 
 K = 5
-CACHE_VERSION = 6  # bump with any change to the features or the replay
+CACHE_VERSION = 7  # bump with any change to the features or the replay
 MODEL_PATH = ROOT / "playbook" / "search" / relevance.MODEL_FILE
 FLOORS = (0.0, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.0225, 0.025, 0.0275)
 FLOORS += (0.03, 0.035, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5)

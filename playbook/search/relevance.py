@@ -26,6 +26,7 @@ FEATURES = (
     "idf_coverage",  # share of the ticket's idf mass (distinct terms) the lesson matches
     "rare_share",  # share of the ticket's rarest third of terms the lesson matches
     "summary_coverage",  # share of the summary's idf mass (distinct terms) the lesson matches
+    "lesson_coverage",  # share of the lesson's distinct terms the ticket has: short lessons fit
     "identifiers",  # identifiers (class names, paths, a.b.c keys, codes) both share, log1p
     "tag_match",  # a label or component in common
     "rank_recip",  # 1 / rank
@@ -126,6 +127,7 @@ def extract(
     ticket_ids = identifiers(f"{ticket.summary}\n{ticket.description or ''}")
     headline = {t: idf.get(t, 0.0) for t in dict.fromkeys(tokenize(ticket.summary)) if t in idf}
     headline_mass = sum(headline.values()) or 1.0
+    asked = set(tokens)
     ticket_tags = set(tokenize(" ".join(ticket.labels)))
     top = max(hits[0].bm25, 1e-9)
     query_length = math.log1p(len(tokens))
@@ -143,6 +145,7 @@ def extract(
                 "rare_share": sum(1 for t in rare if t in have) / (len(rare) or 1),
                 "summary_coverage": sum(v for t, v in headline.items() if t in have)
                 / headline_mass,
+                "lesson_coverage": sum(1 for t in have if t in asked) / (len(have) or 1),
                 "identifiers": math.log1p(len(shared_ids)),
                 "tag_match": 1.0 if ticket_tags & lesson_tags else 0.0,
                 "rank_recip": 1.0 / (i + 1),

@@ -79,7 +79,7 @@ def test_recurring_issues_without_a_lesson_are_a_gap_held_out_ones_included(
 ) -> None:
     loop = gaps_loop
     # Any shared word makes a lesson fit: this one shares none with the renames.
-    seed(loop.engine, ("Spelling mistakes: run codespell before pushing", "x/y#1", REPO))
+    seed(loop.engine, ("Spelling errors in the README file: run codespell", "x/y#1", REPO))
     shown = numbers("shown", 2)
     [held, held_with_lesson] = numbers("held_out", 2)
     for number, title in zip([*shown, held], RENAMES, strict=True):
