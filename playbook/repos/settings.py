@@ -18,7 +18,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictFloat,
     StrictInt,
     ValidationError,
     field_validator,
@@ -72,7 +71,7 @@ class RepoSettings(BaseModel):
     comment: StrictBool = True
     max_lessons: StrictInt | None = Field(None, ge=1, le=20)
     # The relevance floor a comment's best lesson must reach (0: speak on every ticket).
-    min_relevance: StrictFloat | StrictInt | None = Field(None, ge=0, le=1)
+    min_relevance: float | None = Field(None, ge=0, le=1)
     demote_policy: DemotePolicy | None = None
     capture_from_reviews: CaptureSetting | None = None
     holdout_percent: StrictInt | None = Field(None, ge=0, le=50)
@@ -88,6 +87,14 @@ class RepoSettings(BaseModel):
         value = value.strip()
         if not value or any(c.isspace() or not c.isprintable() for c in value):
             raise ValueError("must be one word such as octo-org/shared, without spaces")
+        return value
+
+    @field_validator("min_relevance", mode="before")
+    @classmethod
+    def _a_number(cls, value: object) -> object:
+        # As strict as the other numbers: `true` or '0.1' is refused, not read as 1 or 0.1.
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError("must be a number from 0 to 1, such as 0.05")
         return value
 
     @field_validator("ignore_labels")

@@ -288,3 +288,38 @@ def test_a_push_to_the_organisation_defaults_reaches_every_repository_of_the_own
     assert "turned the bot off" in last_outcome(loop)
     found = repo_settings.cached(loop.engine, REPO)
     assert found is not None and found.sources["enabled"] == "organisation"
+
+
+def test_min_relevance_in_the_file_sets_the_floor_for_its_tickets(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    seed(loop.engine, "Deploy workers only after the migrations ran")
+    # One shared word: below the installation's floor, so no comment...
+    assert open_issue(loop, "Dark mode for the README preview page") == []
+    # ...until the repository asks for every match (0), and then back, strict (1).
+    loop.github.put_file(REPO, FILE_PATH, b"min_relevance: 0\n")
+    loop.github_event("push", push(REPO, FILE_PATH))
+    edited = fixture("issues.edited")
+    edited["issue"]["title"] = "Dark mode for the README preview page"
+    loop.github_event("issues.edited", edited)
+    loop.process()
+    [comment] = loop.github.comments_on(REPO, 1)
+    assert "[pb-1]" in comment["body"] and "matched README" in comment["body"]
+    loop.github.put_file(REPO, FILE_PATH, b"min_relevance: 1\n")
+    loop.github_event("push", push(REPO, FILE_PATH))
+    loop.github_event("issues.edited", edited)
+    loop.process()
+    [comment] = loop.github.comments_on(REPO, 1)
+    assert "No lesson in the playbook fits this ticket any more." in comment["body"]
+
+
+def test_a_min_relevance_that_is_not_a_probability_is_refused_by_name(loop: Loop) -> None:
+    seed(loop.engine, "Spelling errors in the README: run codespell in CI")
+    loop.github.put_file(REPO, FILE_PATH, b"min_relevance: 2\n")
+    open_issue(loop, "Spelling error in the README file")
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None and [p.key for p in found.problems] == ["min_relevance"]
+    loop.github.put_file(REPO, FILE_PATH, b"min_relevance: true\n")
+    loop.github_event("push", push(REPO, FILE_PATH))
+    loop.process()
+    found = repo_settings.cached(loop.engine, REPO)
+    assert found is not None and [p.key for p in found.problems] == ["min_relevance"]
