@@ -30,8 +30,7 @@ def reason(hit: Hit) -> str:
     """One line on why a lesson is here, where it comes from and how it has done."""
     source = isolated(hit.learned_from) if hit.learned_from else ""
     fit = fit_words(hit)
-    parts = [fit] if fit else []
-    parts.append(f"learned from {source}" if source else "no source ticket")
+    parts = [f"learned from {source}" if source else "no source ticket"]
     if hit.cites_success or hit.cites_failure:
         outcomes = []
         if hit.cites_success:
@@ -43,7 +42,9 @@ def reason(hit: Hit) -> str:
         parts.append(f"cited {hit.cites} time{'s' if hit.cites != 1 else ''}")
     else:
         parts.append("not cited yet")
-    return ", ".join(parts)
+    history = ", ".join(parts)
+    # The fit first, set apart: its matched words are a list of their own.
+    return f"{fit} · {history}" if fit else history
 
 
 def _wiki_text(text: str) -> str:
