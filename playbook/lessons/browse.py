@@ -14,6 +14,8 @@ from playbook import upkeep
 from playbook.lessons import fields, ids
 from playbook.models import STATUSES, Bullet, PullRequest, Revision, UsageEvent
 from playbook.search import ranking
+from playbook.search.floor import Floor, default_min_relevance
+from playbook.search.relevance import fit_words
 from playbook.search.retrieval import Retriever
 from playbook.search.sync import LIVE, PROPOSED
 from playbook.search.text import Ticket
@@ -64,6 +66,9 @@ class Row:
     bullet: Bullet
     confidence: float
     score: float | None = None
+    # A search's estimate of fit in words ("possible fit: matched deadlock"), as `search
+    # --explain` says it; None when the page is not a search.
+    fit: str | None = None
 
 
 @dataclass
@@ -197,12 +202,17 @@ def _ranked(session: Session, filters: Filters, size: int) -> Page:
         session, Ticket.from_text(filters.q), k=SEARCH_DEPTH, scopes=scopes, consumer="ui"
     )
     scores = {hit.bullet_id: hit.score for hit in result.hits}
+    lesson_floor = Floor.of(default_min_relevance()).lesson
+    fits = {
+        hit.bullet_id: fit_words(hit.relevance or 0.0, hit.matched, lesson_floor)
+        for hit in result.hits
+    }
     bullets = {
         bullet.id: bullet
         for bullet in session.scalars(select(Bullet).where(Bullet.id.in_(list(scores))))
     }
     rows = [
-        Row(bullets[key], confidence_of(bullets[key]), score)
+        Row(bullets[key], confidence_of(bullets[key]), score, fits.get(key))
         for key, score in scores.items()
         if key in bullets and (not filters.ticket or bullets[key].learned_from == filters.ticket)
     ]

@@ -203,6 +203,12 @@ def strength(p: float, lesson_floor: float, model: Model | None = None) -> str:
     return "possible" if p >= lesson_floor else "weak"
 
 
+def fit_words(p: float, matched: Sequence[str], lesson_floor: float) -> str:
+    """A lesson's fit in words with the words it matched: ``possible fit: matched deadlock``."""
+    words = strength(p, lesson_floor)
+    return f"{words} fit: matched {', '.join(matched)}" if matched else f"{words} fit"
+
+
 def _idle_days(fresh: float) -> float:
     """log1p of the idle days a freshness stands for (`ranking.faded` inverted)."""
     part = (fresh - FRESHNESS_FLOOR) / (1 - FRESHNESS_FLOOR)

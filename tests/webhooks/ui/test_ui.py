@@ -239,6 +239,8 @@ def test_search_ranks_like_the_bot_and_finds_demoted_lessons_by_words(
     shown = _ids(page)
     assert set(shown) == {ids[0], ids[1]}  # the deprecated one is not in the index
     assert "ranked as the bot ranks them" in page
+    # Each lesson says how well it fits the words searched, as the bot's comment would.
+    assert re.search(r"(strong|possible|weak) fit: matched (webhook|retries)", page)
     deprecated = client.get("/ui/?q=retry+forever&status=deprecated").text
     assert re.findall(r'href="/ui/lessons/(pb-\d+)"', deprecated)[:1] == [ids[3]]
     assert "matched by their words" in deprecated
