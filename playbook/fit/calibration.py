@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.models import FitCalibration, FitLabel
+from playbook.search import calibration as cached
 
 # Below this many labelled pairs with an estimate, a scope keeps the packaged model as is.
 MIN_LABELS = 50
@@ -49,6 +50,8 @@ def refit(session: Session, scope: str, now: datetime | None = None) -> FitCalib
     eps = 1e-6
     pairs = [(min(max(float(r), eps), 1 - eps), bool(h)) for r, h in rows]
     row = session.get(FitCalibration, scope)
+    # This process's searches read the new shift at once (others within seconds).
+    cached.forget()
     if len(pairs) < MIN_LABELS:
         if row is not None:
             session.delete(row)

@@ -171,27 +171,53 @@ def _word_tokens(word: str) -> frozenset[str]:
     return frozenset(tokenize(word))
 
 
+# A ticket's words by the terms they stand for, read once per search: (place, word, terms).
+TicketWords = dict[str, list[tuple[int, str, frozenset[str]]]]
+
+
+def ticket_words(ticket: Ticket) -> TicketWords:
+    """The ticket's words as written (summary, description start), indexed by their terms.
+
+    Read once per search, so each lesson's matched words are a lookup of its terms.
+    """
+    source = f"{ticket.summary}\n{ticket.description or ''}"[:_SURFACE_CHARS]
+    by_term: TicketWords = {}
+    seen: set[frozenset[str]] = set()
+    for order, match in enumerate(_SURFACE.finditer(source)):
+        word = match.group(0)
+        terms = _word_tokens(word)
+        if not terms or terms in seen:
+            continue  # "Order" after "order": the first spelling stands for both
+        seen.add(terms)
+        for term in terms:
+            by_term.setdefault(term, []).append((order, word, terms))
+    return by_term
+
+
 def matched_words(
     ticket: Ticket,
     text: str,
     tags: Sequence[str],
     idf: Mapping[str, float],
     limit: int = MATCHED_WORDS,
+    words: TicketWords | None = None,
 ) -> tuple[str, ...]:
     """The ticket's words (as written there) the lesson matches, rarest first, at most ``limit``.
 
     What a reader checks a lesson's reason against: "matched *deadlock*, *orders*" says why it
-    is here in the ticket's own words, not in stems.
+    is here in the ticket's own words, not in stems. ``words``: `ticket_words(ticket)`, when
+    the search has it at hand.
     """
+    if words is None:
+        words = ticket_words(ticket)
     have = _lesson_terms(text, tuple(tags))[0]
+    entries = sorted({entry for term in words.keys() & have for entry in words[term]})
     # Keyed by the terms matched: "order" and "orders" are one match, shown as first written.
     found: dict[frozenset[str], tuple[float, int, str]] = {}
-    source = f"{ticket.summary}\n{ticket.description or ''}"[:_SURFACE_CHARS]
-    for order, match in enumerate(_SURFACE.finditer(source)):
-        word = match.group(0)
-        terms = _word_tokens(word) & have
-        if terms and terms not in found:
-            found[terms] = (-max(idf.get(t, 0.0) for t in terms), order, word)
+    for order, word, terms in entries:
+        key = terms & have
+        if key not in found:
+            found[key] = (-max(idf.get(t, 0.0) for t in key), order, word)
     return tuple(word for _, _, word in sorted(found.values())[:limit])
 
 

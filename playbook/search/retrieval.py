@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.errors import InvalidInput
-from playbook.models import Bullet, FitCalibration
+from playbook.models import Bullet
 from playbook.outcomes import usage
-from playbook.search import ranking, relevance, rerank, vectors
+from playbook.search import calibration, ranking, relevance, rerank, vectors
 from playbook.search.rerank import QueryEmbedding, RerankConfig
 from playbook.search.search_log import (  # noqa: F401 (the log's names, as callers know them)
     HELD_OUT,
@@ -107,6 +107,7 @@ def forget_shared() -> None:
     with _SHARED_LOCK:
         _SHARED.clear()
     vectors.forget_shared()
+    calibration.forget()
 
 
 class Retriever(SyncedIndex):
@@ -222,13 +223,14 @@ class Retriever(SyncedIndex):
             return hits
         idf = self.idfs(tokens)
         features = relevance.extract(ticket, hits, idf, tokens)
-        shift = calibration_shift(session, ticket.scope or "global")
+        shift = calibration.shift(session, ticket.scope or "global")
         model = relevance.default_model()
+        words = relevance.ticket_words(ticket)
         return [
             replace(
                 hit,
                 relevance=round(relevance.shifted(model.probability(f), shift), 6),
-                matched=relevance.matched_words(ticket, hit.text, hit.tags, idf),
+                matched=relevance.matched_words(ticket, hit.text, hit.tags, idf, words=words),
             )
             for hit, f in zip(hits, features, strict=True)
         ]
@@ -472,12 +474,6 @@ def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarra
     return lambda scores, stamps: ranking.weighted(
         scores, ranking.faded(np.maximum(seconds - stamps, 0.0) / 86400)
     )
-
-
-def calibration_shift(session: Session, scope: str) -> float:
-    """The scope's recalibration of the estimate's log-odds (0 until its people taught one)."""
-    row = session.get(FitCalibration, scope)
-    return float(row.shift) if row is not None else 0.0
 
 
 def _hits(
