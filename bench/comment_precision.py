@@ -262,7 +262,38 @@ def time_searches(
             took = (time.perf_counter() - started) * 1000
             if len(result.hits) == k:
                 searches[f"k={k} {'with' if on else 'without'}"].append(took)
+            if on and k == WIDE and len(result.hits) == WIDE:
+                time_parts(retriever, session, question, result, searches)
     estimate.enabled, estimate.bucket = True, None
+
+
+PARTS = ("features", "scope shift", "probabilities", "matched words")
+
+
+def time_parts(
+    retriever: Retriever,
+    session: Session,
+    question: Ticket,
+    result: retrieval.SearchResult,
+    searches: dict[str, list[float]],
+) -> None:
+    """Where the estimate's time goes at 20 candidates: its steps, each timed once more."""
+    hits, tokens = result.hits, result.query.split()
+    marks = [time.perf_counter()]
+    idf = retriever.idfs(tokens)
+    features = relevance.extract(question, hits, idf, tokens)
+    marks.append(time.perf_counter())
+    retrieval.calibration_shift(session, question.scope or "global")  # a database read
+    marks.append(time.perf_counter())
+    model = relevance.default_model()
+    for f in features:
+        model.probability(f)
+    marks.append(time.perf_counter())
+    for hit in hits:
+        relevance.matched_words(question, hit.text, hit.tags, idf)
+    marks.append(time.perf_counter())
+    for name, start, end in zip(PARTS, marks[:-1], marks[1:], strict=True):
+        searches.setdefault(f"k={WIDE} part: {name}", []).append((end - start) * 1000)
 
 
 def at_floor(tickets: Sequence[Searched], floor: Floor, relevant_today: int) -> dict[str, Any]:
@@ -382,7 +413,12 @@ def measure(run: Replay) -> dict[str, Any]:
     p = np.array([x for x, _ in pairs], dtype=float)
     y = np.array([int(r) for _, r in pairs], dtype=int)
     estimate = {f"{k} candidates": percentiles(ms) for k, ms in run.estimate_ms.items()}
-    searches = {name: percentiles(ms) for name, ms in run.search_ms.items()}
+    searches = {name: percentiles(ms) for name, ms in run.search_ms.items() if "part:" not in name}
+    parts = {
+        name.split("part: ")[1]: percentiles(ms)
+        for name, ms in run.search_ms.items()
+        if "part:" in name
+    }
     return {
         "tickets": len(tickets),
         "pairs": len(pairs),
@@ -397,6 +433,7 @@ def measure(run: Replay) -> dict[str, Any]:
         "calibration": calibration(p, y) if len(p) else [],
         "estimate_ms": estimate,
         "search_ms": searches,
+        "estimate_parts_ms_20_candidates": parts,
     }
 
 
@@ -467,6 +504,12 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"  estimate, {name:<14} p50 {t['p50']}  p90 {t['p90']}  (n={t['n']:,})")
     for name, t in m["search_ms"].items():
         print(f"  search {name:<16} p50 {t['p50']}  p90 {t['p90']}  (n={t['n']:,})")
+    parts = m["estimate_parts_ms_20_candidates"]
+    if parts:
+        print(
+            "  the estimate's steps at 20 candidates, p50: "
+            + ", ".join(f"{name} {t['p50']}" for name, t in parts.items())
+        )
     if "features" in report:
         print_trial(report["features"])
 

@@ -68,6 +68,8 @@ def test_the_json_document_holds_the_curve_the_goals_the_calibration_and_the_tim
     assert {"k=5 with", "k=5 without", "k=20 with", "k=20 without"} == (
         measured["search_ms"].keys()
     )
+    steps = measured["estimate_parts_ms_20_candidates"]
+    assert set(steps) == {"features", "scope shift", "probabilities", "matched words"}
 
 
 def test_floor_zero_is_todays_always_five_and_a_higher_floor_never_says_more(
