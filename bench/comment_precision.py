@@ -518,8 +518,9 @@ def print_trial(trial: dict[str, Any]) -> None:
     """The feature trial's table."""
     print(
         f"feature trial: the cosine with the ticket ({trial['model']}), refitted on half the "
-        f"tickets, judged on the other {trial['test_tickets']:,}; kept is of the text ranking's "
-        "relevant comments today on those tickets"
+        f"tickets, judged on the other {trial['test_tickets']:,}; kept is of the "
+        f"{trial['relevant_comments_today']} comments holding a relevant lesson there today "
+        "(text ranking, always five)"
     )
     for name, t in trial["runs"].items():
         best = t["best"]
@@ -527,7 +528,8 @@ def print_trial(trial: dict[str, Any]) -> None:
             f"  {name:<38} AUC {t['auc']:.3f}; best floor {best['floor']:.4g}/"
             f"{best['lesson_floor']:.4g}: commented {best['commented']:.1%}, kept "
             f"{best['kept']:.1%}, lesson precision {best['lesson_precision']:.2%}; most kept "
-            f"at <= 40% commented and >= 3.3% precise: {t['most_kept_meeting']:.1%}"
+            f"at <= 40% commented and >= 3.3% precise: {t['most_kept_meeting']:.1%} "
+            f"(always five: {t['relevant_comments_always_five']})"
         )
 
 

@@ -133,3 +133,14 @@ def test_the_counts_follow_the_bots_floor_comment_by_comment() -> None:
     assert row["lesson_precision"] == pytest.approx(1 / 3)
     assert row["kept"] == 0.5
     assert row["lessons_per_comment"] == 1.5
+
+
+def test_an_embeddings_endpoint_that_does_not_answer_skips_the_trial_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = comment_precision.main(
+        ["--generated", "--limit", "30", "--json", "--embeddings", "http://127.0.0.1:9/v1"]
+    )
+    assert "not available" in report["features"]["skipped"]
+    assert report["measured"]["tickets"] == 30  # the floors are measured all the same
+    assert "trial skipped" in capsys.readouterr().err
