@@ -57,6 +57,7 @@ from datasets import lesson, ticket  # noqa: E402
 
 from playbook import clock  # noqa: E402
 from playbook.lessons import bulk, secrets  # noqa: E402
+from playbook.search import calibration as shifts  # noqa: E402
 from playbook.search import relevance, retrieval  # noqa: E402
 from playbook.search.floor import Floor, default_min_relevance  # noqa: E402
 from playbook.search.rerank import QueryEmbedding  # noqa: E402
@@ -285,14 +286,15 @@ def time_parts(
     idf = retriever.idfs(tokens)
     features = relevance.extract(question, hits, idf, tokens)
     marks.append(time.perf_counter())
-    retrieval.calibration_shift(session, question.scope or "global")  # a database read
+    shifts.shift(session, question.scope or "global")  # a per-process cache
     marks.append(time.perf_counter())
     model = relevance.default_model()
     for f in features:
         model.probability(f)
     marks.append(time.perf_counter())
+    words = relevance.ticket_words(question)
     for hit in hits:
-        relevance.matched_words(question, hit.text, hit.tags, idf)
+        relevance.matched_words(question, hit.text, hit.tags, idf, words=words)
     marks.append(time.perf_counter())
     for name, start, end in zip(PARTS, marks[:-1], marks[1:], strict=True):
         searches.setdefault(f"k={WIDE} part: {name}", []).append((end - start) * 1000)

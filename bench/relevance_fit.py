@@ -64,6 +64,9 @@ FLOORS += (0.03, 0.035, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5)
 SHARES = (0.5, 0.25)  # lesson floors tried, as shares of the comment's floor
 # The issue's goal at the default floor.
 GOAL_COMMENTED, GOAL_KEPT, GOAL_LESSON_PRECISION = 0.40, 0.75, 0.033
+# The floor is chosen against a comment rate a tenth under the goal: chosen on one half, it must
+# hold on the whole set and on another team's tickets too, and 38.6% held out was 40.7% in all.
+CHOOSE_COMMENTED = GOAL_COMMENTED * 0.9
 
 
 def linked(rows: list[dict[str, Any]]) -> set[frozenset[str]]:
@@ -265,9 +268,10 @@ def raw_score_baseline(tickets: list[dict[str, Any]], shares: tuple[float, ...])
 
 
 def meets(row: dict[str, Any]) -> float:
-    """How far a floor's row falls short of the goal: 0 when it meets all three (relative)."""
+    """How far a floor's row falls short of the goal (the comment rate with its margin): 0 when
+    it meets all three (relative)."""
     return (
-        max(0.0, row["commented"] - GOAL_COMMENTED) / GOAL_COMMENTED
+        max(0.0, row["commented"] - CHOOSE_COMMENTED) / CHOOSE_COMMENTED
         + max(0.0, GOAL_KEPT - row["kept"]) / GOAL_KEPT
         + max(0.0, GOAL_LESSON_PRECISION - row["lesson_precision"]) / GOAL_LESSON_PRECISION
     )

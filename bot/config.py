@@ -210,7 +210,7 @@ class Settings(BaseSettings):
     lessons_per_ticket: int = Field(5, ge=1, le=20, validation_alias="PLAYBOOK_LESSONS_PER_TICKET")
     # The packaged model's bench chose the default (playbook/search/relevance_model.json).
     min_relevance: float = Field(
-        0.025,
+        0.0275,
         ge=0.0,
         le=1.0,
         validation_alias="PLAYBOOK_MIN_RELEVANCE",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -106,13 +106,16 @@ def extract(
     hits: Sequence[Any],
     idf: Mapping[str, float],
     tokens: Sequence[str] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[dict[str, float]]:
     """The features of each ranked hit for ``ticket`` (best first), from what the search has.
 
     ``hits`` need ``bm25``, ``text``, ``tags``, ``freshness`` (as `retrieval.Hit` has);
     ``idf`` maps the ticket's query tokens to their idf in the index searched
     (`Retriever.idfs`); ``tokens``, the query's tokens when the search has them at hand
-    (``SearchResult.query.split()``), saves tokenizing the ticket again. Pure: no database.
+    (``SearchResult.query.split()``), saves tokenizing the ticket again. With ``only`` (the
+    model's features), the costly ones it does not use (identifiers, tags) read as 0. Pure: no
+    database.
     """
     if not hits:
         return []
@@ -124,18 +127,24 @@ def extract(
     mass = sum(distinct.values()) or 1.0
     by_idf = sorted(distinct, key=lambda t: (-distinct[t], t))
     rare = set(by_idf[: max(1, math.ceil(len(by_idf) / 3))]) if by_idf else set()
-    ticket_ids = identifiers(f"{ticket.summary}\n{ticket.description or ''}")
+    want = set(FEATURES if only is None else only)
+    ticket_ids = (
+        identifiers(f"{ticket.summary}\n{ticket.description or ''}")
+        if "identifiers" in want
+        else set()
+    )
     headline = {t: idf.get(t, 0.0) for t in dict.fromkeys(tokenize(ticket.summary)) if t in idf}
     headline_mass = sum(headline.values()) or 1.0
     asked = set(tokens)
-    ticket_tags = set(tokenize(" ".join(ticket.labels)))
+    ticket_tags = set(tokenize(" ".join(ticket.labels))) if "tag_match" in want else set()
     top = max(hits[0].bm25, 1e-9)
     query_length = math.log1p(len(tokens))
     rows = []
     for i, hit in enumerate(hits):
-        have, length, lesson_ids, lesson_tags = _lesson_terms(hit.text, tuple(hit.tags))
+        have, length = _lesson_terms(hit.text, tuple(hit.tags))
         matched = [t for t in distinct if t in have]
-        shared_ids = ticket_ids & lesson_ids
+        shared_ids = ticket_ids & _lesson_ids(hit.text) if ticket_ids else set()
+        lesson_tags = _tag_terms(tuple(hit.tags)) if ticket_tags else frozenset()
         following = hits[i + 1].bm25 if i + 1 < len(hits) else 0.0
         rows.append(
             {
@@ -247,13 +256,20 @@ def _idle_days(fresh: float) -> float:
 
 # The same lessons come back search after search: their terms are read once per text.
 @lru_cache(maxsize=4096)
-def _lesson_terms(
-    text: str, tags: tuple[str, ...]
-) -> tuple[frozenset[str], int, frozenset[str], frozenset[str]]:
-    """A lesson's indexed terms, their count, its identifiers and its tag terms."""
+def _lesson_terms(text: str, tags: tuple[str, ...]) -> tuple[frozenset[str], int]:
+    """A lesson's indexed terms and their count."""
     words = bullet_tokens(text, tags)
-    tag_terms = frozenset(tokenize(" ".join(tags)))
-    return frozenset(words), len(words), frozenset(identifiers(text)), tag_terms
+    return frozenset(words), len(words)
+
+
+@lru_cache(maxsize=4096)
+def _lesson_ids(text: str) -> frozenset[str]:
+    return frozenset(identifiers(text))
+
+
+@lru_cache(maxsize=1024)
+def _tag_terms(tags: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(tokenize(" ".join(tags)))
 
 
 def parse_model(data: Any, where: str = "relevance model") -> Model:

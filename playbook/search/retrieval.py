@@ -222,9 +222,9 @@ class Retriever(SyncedIndex):
         if not hits:
             return hits
         idf = self.idfs(tokens)
-        features = relevance.extract(ticket, hits, idf, tokens)
-        shift = calibration.shift(session, ticket.scope or "global")
         model = relevance.default_model()
+        features = relevance.extract(ticket, hits, idf, tokens, only=model.features)
+        shift = calibration.shift(session, ticket.scope or "global")
         words = relevance.ticket_words(ticket)
         return [
             replace(

@@ -92,7 +92,7 @@ def test_a_repository_file_over_its_organisations_shows_each_value_and_its_sourc
         "scope": ["octo-org/shared", organisation],
         "comment": ["false", repository],
         "max_lessons": ["3", repository],
-        "min_relevance": ["0.025", "PLAYBOOK_MIN_RELEVANCE=0.025"],
+        "min_relevance": ["0.0275", "PLAYBOOK_MIN_RELEVANCE=0.0275"],
         "demote_policy": ["always", "PLAYBOOK_DEMOTE_POLICY=always"],
         "capture_from_reviews": ["heuristic", "PLAYBOOK_CAPTURE_FROM_REVIEWS=heuristic"],
         "holdout_percent": ["0", "PLAYBOOK_HOLDOUT_PERCENT=0"],
