@@ -59,11 +59,12 @@ def _off_topic_lines(rows: list[dict[str, Any]], indent: str) -> list[str]:
         return []
     lines = [f"{indent}often marked off-topic:"]
     for row in rows:
-        reason = f' (last reason: "{" ".join(row["last_reason"].split())[:80]}")'
+        # A reason is a person's text: one line, so it cannot fake a row of its own.
+        said = " ".join((row["last_reason"] or "").split())[:80]
         lines.append(
             f"{indent}  {row['bullet_id']} -{row['unhelpful']}/+{row['helpful']} "
             f"by {row['people']} people on {row['tickets']} tickets: {row['text']}"
-            + (reason if row["last_reason"] else "")
+            + (f' (last reason: "{said}")' if said else "")
         )
     return lines
 
