@@ -1,9 +1,10 @@
 """A scope's recalibration of the relevance estimate from its people's verdicts, within bounds.
 
 What is learned is one number per scope: a shift of the estimate's log-odds (its intercept),
-the maximum-likelihood fit of the scope's verdicts with the packaged model's estimate as the
-offset. One parameter cannot overturn the model's ranking of lessons; it moves the level, so
-a team whose tickets the model over- or under-rates gets comments as often as they deserve.
+fitted to the scope's verdicts with the packaged model's estimate as the offset (the most
+probable shift under a mild prior centred on no shift), within ±MAX_SHIFT. One parameter
+cannot overturn the model's ranking of lessons; it moves the level, so a team whose tickets
+the model over- or under-rates gets comments as often as they deserve.
 
 How the verdicts weigh, each person's verdicts counted separately:
 - A reply about one lesson (``/playbook helpful|unhelpful pb-3``) is one labelled pair.
@@ -39,6 +40,12 @@ MIN_LABELS = 50
 # The most a scope's verdicts move the estimate's log-odds either way (x/÷ 4 in odds): a
 # team's few dozen labels can correct the model's level for its tickets, not overturn it.
 MAX_SHIFT = math.log(4.0)
+# The shift's prior: normal around 0 (the packaged model, fitted on 40,000 pairs, holds until a
+# team shows otherwise) with this spread, worth about ten 👎'd five-lesson comments. Where good
+# comments are rare, a scope's first 50 verdicts are often all 👎: the likelihood alone threw
+# such a scope to the lower bound at once and its comments fell by three fifths for a thousand
+# tickets (bench/feedback_replay.py); with the prior the level moves as the evidence grows.
+PRIOR_SD = 1.0
 # Estimates are kept away from 0 and 1 so every log-odds is finite (±13.8).
 _EPS = 1e-6
 # exp() of more than this overflows a float; a sum of softplus terms this large means a 👍'd
@@ -120,9 +127,15 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 class _Likelihood:
-    """The log-likelihood's gradient and curvature in the shift, vectorised over the labels."""
+    """The log-posterior's gradient and curvature in the shift, vectorised over the labels."""
 
-    def __init__(self, pairs: Sequence[tuple[float, bool]], groups: Sequence[Sequence[float]]):
+    def __init__(
+        self,
+        pairs: Sequence[tuple[float, bool]],
+        groups: Sequence[Sequence[float]],
+        prior_sd: float | None,
+    ):
+        self.precision = 0.0 if prior_sd is None else 1.0 / (prior_sd * prior_sd)
         self.offsets = _logit([p for p, _ in pairs])
         self.ys = np.asarray([1.0 if y else 0.0 for _, y in pairs])
         flat = [p for g in groups for p in g]
@@ -131,10 +144,10 @@ class _Likelihood:
         self.n_groups = len(groups)
 
     def slope(self, shift: float) -> tuple[float, float]:
-        """d/ds of the log-likelihood, and its curvature (minus the second derivative)."""
+        """d/ds of the log-posterior, and its curvature (minus the second derivative)."""
         q = _sigmoid(self.offsets + shift)
-        gradient = float(np.sum(self.ys - q))
-        curvature = float(np.sum(q * (1.0 - q)))
+        gradient = float(np.sum(self.ys - q)) - self.precision * shift
+        curvature = float(np.sum(q * (1.0 - q))) + self.precision
         if self.n_groups:
             # log(1 - prod(1 - q_i)): with g = sum softplus(o_i + s), prod(1 - q_i) = exp(-g),
             # whose derivative is written with expm1 to stay exact for small and large g.
@@ -152,21 +165,25 @@ class _Likelihood:
 
 
 def fitted_shift(
-    pairs: Sequence[tuple[float, bool]], groups: Sequence[Sequence[float]] = ()
+    pairs: Sequence[tuple[float, bool]],
+    groups: Sequence[Sequence[float]] = (),
+    prior_sd: float | None = PRIOR_SD,
 ) -> float:
-    """The log-odds shift that best fits the verdicts (maximum likelihood) within the bounds.
+    """The log-odds shift that best fits the verdicts within the bounds.
 
     ``pairs`` are (estimate, fitted) for single lessons; each of ``groups`` is a 👍'd comment's
-    estimates, at least one of which fitted. The log-likelihood is concave in the shift, so
-    its maximum on [-MAX_SHIFT, MAX_SHIFT] is an end whose slope points out, or the one root of
-    the slope inside: found by Newton's method, kept inside a shrinking bracket by bisection.
-    All-helpful or all-unhelpful verdicts have no finite optimum and end at a bound.
+    estimates, at least one of which fitted. The most probable shift under a normal prior of
+    spread ``prior_sd`` (None: the maximum likelihood alone, statsmodels' GLM with the logits
+    as offset). The log-posterior is concave in the shift, so its maximum on
+    [-MAX_SHIFT, MAX_SHIFT] is an end whose slope points out, or the one root of the slope
+    inside: found by Newton's method, kept inside a shrinking bracket by bisection.
+    Without a prior, all-helpful or all-unhelpful verdicts end at a bound.
     """
     pairs = [(_bounded(p), bool(y)) for p, y in pairs]
     groups = [[_bounded(p) for p in g] for g in groups if len(g)]
     if not pairs and not groups:
         return 0.0
-    likelihood = _Likelihood(pairs, groups)
+    likelihood = _Likelihood(pairs, groups, prior_sd)
     lo, hi = -MAX_SHIFT, MAX_SHIFT
     if likelihood.slope(lo)[0] <= 0:
         return lo
@@ -224,7 +241,7 @@ def refit(session: Session, scope: str, now: datetime | None = None) -> FitCalib
         session.add(row)
     row.labels = found.labels
     row.helpful = found.helpful
-    row.shift = fitted_shift(found.pairs, found.groups)
+    row.shift = fitted_shift(found.pairs, found.groups, PRIOR_SD)
     row.fitted_at = now or clock.now()
     session.flush()
     return row

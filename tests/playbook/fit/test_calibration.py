@@ -11,7 +11,14 @@ from sqlalchemy import Engine, select
 
 from playbook import db
 from playbook.fit import calibration
-from playbook.fit.calibration import MAX_SHIFT, MIN_LABELS, LabelRow, evidence, fitted_shift
+from playbook.fit.calibration import (
+    MAX_SHIFT,
+    MIN_LABELS,
+    PRIOR_SD,
+    LabelRow,
+    evidence,
+    fitted_shift,
+)
 from playbook.models import Bullet, FitCalibration, FitLabel
 from playbook.search.relevance import shifted
 from playbook.search.retrieval import calibration_shift
@@ -44,7 +51,47 @@ def test_the_shift_is_statsmodels_glm_with_offset_clipped_to_the_bounds(case: in
     while len({y for _, y in pairs}) < 2:  # unanimous verdicts have no finite optimum to compare
         pairs = random_pairs(rng, rng.choice([50, 120, 400]), rng.uniform(-2.5, 2.5))
     expected = glm_shift(pairs)
-    assert fitted_shift(pairs) == pytest.approx(max(-MAX_SHIFT, min(MAX_SHIFT, expected)), abs=1e-6)
+    assert fitted_shift(pairs, prior_sd=None) == pytest.approx(
+        max(-MAX_SHIFT, min(MAX_SHIFT, expected)), abs=1e-6
+    )
+
+
+def minus_log_posterior(
+    pairs: list[tuple[float, bool]], groups: list[list[float]], prior_sd: float | None
+):
+    """The objective written out term by term, for scipy to minimise."""
+
+    def objective(s: float) -> float:
+        total = sum(math.log(shifted(p, s)) if y else math.log(1 - shifted(p, s)) for p, y in pairs)
+        total += sum(math.log(1 - math.prod(1 - shifted(p, s) for p in g)) for g in groups)
+        if prior_sd is not None:
+            total -= s * s / (2 * prior_sd * prior_sd)
+        return -total
+
+    return objective
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_with_the_prior_the_shift_is_the_most_probable_one(case: int) -> None:
+    from scipy.optimize import minimize_scalar
+
+    rng = random.Random(100 + case)
+    pairs = random_pairs(rng, rng.choice([50, 200]), rng.uniform(-2, 2))
+    best = minimize_scalar(
+        minus_log_posterior(pairs, [], PRIOR_SD), bounds=(-MAX_SHIFT, MAX_SHIFT), method="bounded"
+    )
+    assert fitted_shift(pairs) == pytest.approx(best.x, abs=1e-4)
+
+
+def test_the_prior_yields_to_evidence() -> None:
+    """Fifty 👎'd lessons move the level less far than the likelihood alone would; thousands
+    of verdicts move it as far."""
+    rng = random.Random(3)
+    few = [(0.04, False)] * 50
+    assert -MAX_SHIFT < fitted_shift(few) < 0 and fitted_shift(few, prior_sd=None) == -MAX_SHIFT
+    many = random_pairs(rng, 4000, -0.8)
+    assert fitted_shift(many) == pytest.approx(fitted_shift(many, prior_sd=None), abs=0.05)
+    assert fitted_shift(many) == pytest.approx(-0.8, abs=0.25)
 
 
 def test_a_liked_comment_says_one_of_its_lessons_fitted_not_all() -> None:
@@ -55,24 +102,30 @@ def test_a_liked_comment_says_one_of_its_lessons_fitted_not_all() -> None:
     pairs = random_pairs(rng, 80, 0.0)
     groups = [[rng.uniform(0.01, 0.3) for _ in range(rng.randint(1, 5))] for _ in range(15)]
 
-    def minus_loglik(s: float) -> float:
-        total = sum(math.log(shifted(p, s)) if y else math.log(1 - shifted(p, s)) for p, y in pairs)
-        total += sum(math.log(1 - math.prod(1 - shifted(p, s) for p in g)) for g in groups)
-        return -total
-
-    best = minimize_scalar(minus_loglik, bounds=(-MAX_SHIFT, MAX_SHIFT), method="bounded")
-    assert fitted_shift(pairs, groups) == pytest.approx(best.x, abs=1e-4)
+    for prior_sd in (None, PRIOR_SD):
+        best = minimize_scalar(
+            minus_log_posterior(pairs, groups, prior_sd),
+            bounds=(-MAX_SHIFT, MAX_SHIFT),
+            method="bounded",
+        )
+        assert fitted_shift(pairs, groups, prior_sd) == pytest.approx(best.x, abs=1e-4)
     # Read as five helpful pairs each instead, the same 👍s would move the level far more.
     as_pairs = pairs + [(p, True) for g in groups for p in g]
-    assert fitted_shift(as_pairs) > fitted_shift(pairs, groups) + 0.3
+    assert fitted_shift(as_pairs, prior_sd=None) > fitted_shift(pairs, groups, None) + 0.3
 
 
 @pytest.mark.parametrize("helpful", [True, False])
 def test_unanimous_verdicts_stay_finite_at_the_bound(helpful: bool) -> None:
     pairs = [(p, helpful) for p in (1e-9, 0.001, 0.03, 0.5, 0.97, 1.0 - 1e-12, 0.0, 1.0)] * 10
-    shift = fitted_shift(pairs, [[0.2, 0.01]] * 5 if helpful else [])
+    groups = [[0.2, 0.01]] * 5 if helpful else []
+    shift = fitted_shift(pairs, groups, prior_sd=None)
     assert math.isfinite(shift)
     assert shift == (MAX_SHIFT if helpful else -MAX_SHIFT)
+    # With the prior: finite, inside the bounds, and the way the verdicts point.
+    for many in (1, 100):
+        shift = fitted_shift(pairs * many, groups * many)
+        assert math.isfinite(shift) and -MAX_SHIFT <= shift <= MAX_SHIFT
+        assert (shift > 0) == helpful
 
 
 def test_no_verdicts_no_shift() -> None:
@@ -115,8 +168,9 @@ def test_below_min_labels_the_scope_keeps_the_packaged_model(engine: Engine) -> 
     with db.transaction(engine) as session:
         row = calibration.refit(session, "acme/api")
         assert row is not None and (row.labels, row.helpful) == (MIN_LABELS, 0)
-        assert row.shift == -MAX_SHIFT
-        assert calibration_shift(session, "acme/api") == -MAX_SHIFT
+        assert row.shift == pytest.approx(fitted_shift([(0.04, False)] * MIN_LABELS))
+        assert -MAX_SHIFT < row.shift < 0
+        assert calibration_shift(session, "acme/api") == row.shift
     # A verdict withdrawn takes the scope back under the bar: the calibration goes.
     with db.transaction(engine) as session:
         session.delete(session.scalars(select(FitLabel).limit(1)).one())
@@ -141,7 +195,9 @@ def test_a_thumbs_down_counts_for_every_lesson_the_comment_showed(engine: Engine
         react(engine, f"acme/api#{n}", [b for b, _ in shown], {"ana": False})
     with db.transaction(engine) as session:
         row = calibration.refit(session, "acme/api")
-        assert row is not None and row.labels == 50 and row.shift == -MAX_SHIFT
+        assert row is not None and row.labels == 50
+        estimates = [p for _, p in shown] * 10
+        assert row.shift == pytest.approx(fitted_shift([(p, False) for p in estimates]))
 
 
 def test_feedback_never_changes_a_lesson(engine: Engine) -> None:
