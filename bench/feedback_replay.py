@@ -257,8 +257,9 @@ def print_table(results: list[dict[str, Any]], window: int) -> None:
         shifts = ", ".join(f"{s} {v:+.2f}" for s, v in r["shifts"].items())
         fitted = ", ".join(f"{s} at #{n:,}" for s, n in r["first_fitted_at_ticket"].items())
         print(
-            f"  {r['arm']}: {r['total']['reactions']:,} reactions; shift at the end: {shifts}"
-            + (f"; first fitted: {fitted}" if fitted else "")
+            f"  {r['arm']}: {r['total']['reactions']:,} reactions, "
+            f"{r['total']['relevant_comments']:,} comments holding a linked lesson; "
+            f"shift at the end: {shifts}" + (f"; first fitted: {fitted}" if fitted else "")
         )
 
 
