@@ -76,6 +76,12 @@ def _mcp() -> ModuleType:
     return mcp
 
 
+def _relevance() -> ModuleType:
+    from bot.cli import relevance
+
+    return relevance
+
+
 def _repo_config() -> ModuleType:
     from bot.cli import repo_config
 
@@ -260,6 +266,11 @@ COMMANDS: dict[str, Lazy] = {
         _maintenance,
         "reconcile",
         "Ask GitHub to redeliver failed App webhook deliveries that never reached the inbox.",
+    ),
+    "relevance": (
+        _relevance,
+        "relevance",
+        "What people's 👍/👎 and replies taught the relevance estimate, per scope.",
     ),
     "restore": (
         _bullets,

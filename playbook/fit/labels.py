@@ -10,8 +10,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from playbook import clock
-from playbook.models import BotComment, Bullet, FitLabel
+from playbook.models import BotComment, Bullet, FitCalibration, FitLabel
 from playbook.scope_names import scope_of
+from playbook.search.relevance import shifted
 
 REACTION = "reaction"
 COMMAND = "command"
@@ -42,17 +43,37 @@ def ticket_scope(ticket_key: str) -> str:
 
 def shown_relevance(session: Session, target: str, ticket_key: str, bullet_id: str) -> float | None:
     """The estimate the bot's comment on the ticket showed for the lesson (None: not shown)."""
-    row = session.scalars(
+    return _shown_in(_lessons_comment(session, target, ticket_key), bullet_id)
+
+
+def _lessons_comment(session: Session, target: str, ticket_key: str) -> BotComment | None:
+    return session.scalars(
         select(BotComment).where(
             BotComment.target == target,
             BotComment.ticket_key == ticket_key,
             BotComment.purpose == "lessons",
         )
     ).first()
+
+
+def _shown_in(row: BotComment | None, bullet_id: str) -> float | None:
     if row is None or not row.relevances or bullet_id not in (row.bullet_ids or []):
         return None
     at = row.bullet_ids.index(bullet_id)
     return float(row.relevances[at]) if at < len(row.relevances) else None
+
+
+def packaged_relevance(session: Session, scope: str, shown: float | None) -> float | None:
+    """The packaged model's estimate behind one ``shown`` with the scope's shift applied.
+
+    The scope's fit needs the estimate before its own shift: fitting on shown values would
+    learn only the change since the last fit and undo it at the next. The shift in force now
+    is the one the comment was shown with unless a refit came in between (then it is close).
+    """
+    if shown is None:
+        return None
+    calibration = session.get(FitCalibration, scope)
+    return shifted(shown, -calibration.shift) if calibration is not None else shown
 
 
 def record(session: Session, verdict: Verdict, now: datetime | None = None) -> FitLabel | None:
@@ -66,8 +87,8 @@ def record(session: Session, verdict: Verdict, now: datetime | None = None) -> F
         return None
     now = now or clock.now()
     reason = (verdict.reason or "").strip()[:REASON_CHARS] or None
-    # Read before a new row is added: this query's autoflush would insert it half filled.
-    relevance = shown_relevance(session, verdict.target, verdict.ticket_key, verdict.bullet_id)
+    # Everything is read before a new row is added: a query's autoflush would insert it half
+    # filled.
     row = session.scalars(
         select(FitLabel).where(
             FitLabel.ticket_key == verdict.ticket_key,
@@ -76,9 +97,20 @@ def record(session: Session, verdict: Verdict, now: datetime | None = None) -> F
             FitLabel.source == verdict.source,
         )
     ).first()
+    scope = row.scope if row is not None else verdict.scope or ticket_scope(verdict.ticket_key)
+    comment = _lessons_comment(session, verdict.target, verdict.ticket_key)
+    # Reactions are read again and again: a verdict on a comment not edited since keeps the
+    # estimate it was first recorded with (a refit since would otherwise move it).
+    unchanged = (
+        row is not None
+        and row.relevance is not None
+        and comment is not None
+        and comment.updated_at <= row.at
+    )
+    estimate = packaged_relevance(session, scope, _shown_in(comment, verdict.bullet_id))
     if row is None:
         row = FitLabel(
-            scope=verdict.scope or ticket_scope(verdict.ticket_key),
+            scope=scope,
             ticket_key=verdict.ticket_key,
             bullet_id=verdict.bullet_id,
             actor=verdict.actor,
@@ -88,7 +120,8 @@ def record(session: Session, verdict: Verdict, now: datetime | None = None) -> F
     row.helpful = verdict.helpful
     row.target = verdict.target
     row.reason = reason
-    row.relevance = relevance
+    if not unchanged:
+        row.relevance = estimate
     row.at = now
     session.flush()
     return row

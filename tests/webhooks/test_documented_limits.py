@@ -44,6 +44,7 @@ VALID: dict[tuple[str, str], tuple[dict[str, str], dict[str, Any], Any]] = {
     ("get", "/api/v1/stats"): ({}, {}, None),
     ("get", "/api/v1/gaps"): ({}, {"days": 7, "min": 3}, None),
     ("get", "/api/v1/proposals"): ({}, {}, None),
+    ("get", "/api/v1/relevance"): ({}, {"scope": "CTMS"}, None),
     ("get", "/api/v1/experiment"): ({}, {"since": "2026-01-01", "until": "2026-12-31"}, None),
     ("post", "/api/v1/usage"): ({}, {}, EVENT),
     # Consolidation 1 is accepted and then undone; 2 is rejected.

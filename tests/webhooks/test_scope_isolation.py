@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 from bot.config import Settings
 from bot.mcp_server import build_server, local_caller
 from playbook import agents, db, stats_answer
+from playbook.fit import labels
 from playbook.lessons import lifecycle
 from playbook.models import Bullet
 from playbook.outcomes import usage
@@ -110,6 +111,24 @@ def world(engine: Engine) -> dict[str, str]:
     with db.transaction(engine) as session:
         everyone = agents.Caller(actor="t", role="maintainer")
         agents.search(session, everyone, "Zanzibar Kafka group schema", ticket="OTHER-99")
+        # People's verdicts: each scope lists its off-topic lessons, the other's never shown.
+        verdicts = [
+            (f"OTHER-{70 + n}", lesson, "agent:spy" if n else "x")
+            for n in range(3)
+            for lesson in (ids["harmful"], ids["shared"])
+        ]
+        verdicts += [(f"acme/api#{n}", ids["mine"], f"dev{n % 2}") for n in range(3)]
+        for ticket_key, bullet_id, actor in verdicts:
+            verdict = labels.Verdict(
+                ticket_key,
+                bullet_id,
+                False,
+                labels.COMMAND,
+                "jira",
+                actor,
+                "Marmalade again" if ticket_key.startswith("OTHER") else "not this",
+            )
+            labels.record(session, verdict)
     return ids
 
 
@@ -156,6 +175,11 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
         ("post", f"{v1}/search"): [(f"{v1}/search", {"query": q, "k": 10, "ticket": "API-2"})],
         ("get", f"{v1}/stats"): [(f"{v1}/stats", None)],
         ("get", f"{v1}/gaps"): [(f"{v1}/gaps", None), (f"{v1}/gaps?days=366&min=2", None)],
+        # Only its own scope's verdicts; naming another scope is refused without echoing it.
+        ("get", f"{v1}/relevance"): [
+            (f"{v1}/relevance", None),
+            (f"{v1}/relevance?scope={THEIRS}", None),
+        ],
         # For maintainers: an agent token gets 403, never another scope's proposals.
         ("get", f"{v1}/proposals"): [(f"{v1}/proposals", None)],
         # Consolidations too: an agent token gets 403 for every one of them.
