@@ -58,6 +58,18 @@ class CommentCounts(BaseModel):
     share_posted: float | None = None
 
 
+class OffTopicLesson(BaseModel):
+    """A lesson people often mark as not fitting the tickets it is shown on."""
+
+    id: str
+    text: str
+    unhelpful: int
+    helpful: int
+    people: int
+    tickets: int
+    last_reason: str | None = None
+
+
 class CiteRateCounts(BaseModel):
     """(ticket, lesson) pairs shown, and those also cited on that ticket."""
 
@@ -119,6 +131,12 @@ class Stats(BaseModel):
     usage: UsageCounts
     coverage: Coverage
     comments: CommentCounts = Field(default_factory=CommentCounts)
+    off_topic: list[OffTopicLesson] = Field(
+        default_factory=list,
+        description="Lessons people often mark as not fitting (👎, `/playbook unhelpful`): at "
+        "least 3 such verdicts from 2 people on 2 tickets, two thirds of its verdicts. Read "
+        "them, then narrow the text, retag or move the scope; nothing is done automatically.",
+    )
     cite_rate: float | None
     cite_rate_counts: CiteRateCounts
     ratings: RatingCounts = Field(default_factory=RatingCounts)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.lessons import lifecycle
+from playbook.fit import report as fit_report
 from playbook.models import Bullet, Rating, Retrieval, UsageEvent
 from playbook.scopes import EVERYTHING, GLOBAL, View
 from playbook.search import ranking
@@ -188,6 +189,18 @@ def stats(
             "share": (sum(tickets.values()) / len(tickets)) if tickets else None,
         },
         "comments": spoke,
+        "off_topic": [
+            {
+                "id": row.bullet_id,
+                "text": row.text,
+                "unhelpful": row.unhelpful,
+                "helpful": row.helpful,
+                "people": row.people,
+                "tickets": row.tickets,
+                "last_reason": row.last_reason,
+            }
+            for row in fit_report.off_topic(session, view)
+        ],
         "cite_rate": (cited_after_shown / shown) if shown else None,
         "cite_rate_counts": {"loaded": shown, "cited": cited_after_shown},
         "ratings": rating_totals(session, view),

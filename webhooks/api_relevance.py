@@ -105,7 +105,7 @@ def relevance(query: RelevanceQuery) -> Response:
         return problems.problem(
             403, f"this token reads only {caller.scope}'s verdicts; leave scope out", field="scope"
         )
-    floor = fit_report.comment_floor(getattr(runtime().settings, "min_relevance", None))
+    floor = fit_report.comment_floor(runtime().settings.min_relevance)
     with db.transaction(runtime().engine) as session:
         answer = fit_report.as_dict(session, floor, caller.view, scope)
     report = RelevanceReport.model_validate(answer)

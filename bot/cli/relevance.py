@@ -89,7 +89,7 @@ def relevance(ctx: Context, scope: str | None, refit: bool, as_json: bool) -> No
     from playbook.fit import report as fit_report
 
     # PLAYBOOK_MIN_RELEVANCE where the settings have it (a repository's file may set its own).
-    floor = fit_report.comment_floor(getattr(ctx.settings, "min_relevance", None))
+    floor = fit_report.comment_floor(ctx.settings.min_relevance)
     with ctx.transaction() as session:
         if refit:
             scopes = [scope] if scope is not None else calibration.labelled_scopes(session)

@@ -41,6 +41,13 @@ def format_stats(report: dict[str, Any]) -> str:
         )
     else:
         lines.append("comments: no ticket judged yet")
+    if report.get("off_topic"):
+        lines.append("often marked as not fitting (`playbook-bot relevance` for more):")
+        lines.extend(
+            f"  {o['id']} -{o['unhelpful']}/+{o['helpful']} by {o['people']} people on "
+            f"{o['tickets']} tickets: {o['text'][:70]}"
+            for o in report["off_topic"]
+        )
     rate, pairs = report["cite_rate"], report["cite_rate_counts"]
     lines.append(
         f"cite rate: {rate:.0%} ({pairs['cited']} of {pairs['loaded']} lessons shown on a "

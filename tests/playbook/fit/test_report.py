@@ -105,3 +105,22 @@ def test_the_report_follows_a_refit(engine: Engine) -> None:
     assert fit["fitted"] and fit["needed"] == 0 and fit["shift"] > 1.0
     assert fit["raw_floor"] < FLOOR
     assert answer["off_topic_rule"] == {"unhelpful": 3, "people": 2, "tickets": 2, "share": 0.6667}
+
+
+def test_stats_list_the_lessons_often_marked_as_not_fitting(engine: Engine, cli) -> None:
+    from playbook import upkeep
+    from playbook.scopes import View
+
+    off_topic_world(engine)
+    with db.transaction(engine) as session:
+        everything = upkeep.stats(session)["off_topic"]
+        scoped = upkeep.stats(session, view=View(scope="other/web"))["off_topic"]
+    listed = {row["id"] for row in everything}
+    assert {"pb-6", "pb-4", "pb-1"} <= listed and "pb-2" not in listed and "pb-3" not in listed
+    # A scoped reader sees its own scope's verdicts only: no acme/api lesson.
+    assert "pb-6" not in {row["id"] for row in scoped}
+    text = cli("stats").stdout
+    assert "often marked as not fitting" in text and "pb-6 -3/+1 by 3 people on 3 tickets" in text
+    # The lesson itself is untouched: still active, confidence and cites as before.
+    shown = cli("show", "pb-6", "--json")
+    assert '"status": "active"' in shown.stdout
