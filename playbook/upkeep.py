@@ -10,8 +10,8 @@ from sqlalchemy import ColumnElement, and_, case, func, literal, or_, select, tr
 from sqlalchemy.orm import Session
 
 from playbook import clock
-from playbook.lessons import lifecycle
 from playbook.fit import report as fit_report
+from playbook.lessons import lifecycle
 from playbook.models import Bullet, Rating, Retrieval, UsageEvent
 from playbook.scopes import EVERYTHING, GLOBAL, View
 from playbook.search import ranking
