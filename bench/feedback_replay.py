@@ -52,8 +52,8 @@ from playbook import clock  # noqa: E402
 from playbook.fit import calibration, labels  # noqa: E402
 from playbook.models import BotComment, Bullet  # noqa: E402
 from playbook.search import relevance  # noqa: E402
+from playbook.search.calibration import shift as calibration_shift  # noqa: E402
 from playbook.search.floor import Floor, default_min_relevance  # noqa: E402
-from playbook.search.retrieval import calibration_shift  # noqa: E402
 
 PS = (0.0, 0.3, 0.7)
 WINDOW = 1000

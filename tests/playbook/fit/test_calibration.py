@@ -20,8 +20,8 @@ from playbook.fit.calibration import (
     fitted_shift,
 )
 from playbook.models import Bullet, FitCalibration, FitLabel
+from playbook.search.calibration import shift as calibration_shift
 from playbook.search.relevance import shifted
-from playbook.search.retrieval import calibration_shift
 from tests.playbook.fit.world import NOW, commented, lessons, react, reply
 
 
