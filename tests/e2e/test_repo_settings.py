@@ -298,6 +298,7 @@ def test_min_relevance_in_the_file_sets_the_floor_for_its_tickets(loop: Loop) ->
     # ...until the repository asks for every match (0), and then back, strict (1).
     loop.github.put_file(REPO, FILE_PATH, b"min_relevance: 0\n")
     loop.github_event("push", push(REPO, FILE_PATH))
+    loop.process()  # the settings are read again before the edit comes
     edited = fixture("issues.edited")
     edited["issue"]["title"] = "Dark mode for the README preview page"
     loop.github_event("issues.edited", edited)
@@ -306,6 +307,7 @@ def test_min_relevance_in_the_file_sets_the_floor_for_its_tickets(loop: Loop) ->
     assert "[pb-1]" in comment["body"] and "matched README" in comment["body"]
     loop.github.put_file(REPO, FILE_PATH, b"min_relevance: 1\n")
     loop.github_event("push", push(REPO, FILE_PATH))
+    loop.process()
     loop.github_event("issues.edited", edited)
     loop.process()
     [comment] = loop.github.comments_on(REPO, 1)
