@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import datasets  # noqa: E402
 import dup_recall  # noqa: E402  (first: it loads onnxruntime before usearch)
 import machine  # noqa: E402
-from datasets import lesson, ticket  # noqa: E402
+from datasets import lesson, linked, ticket  # noqa: E402
 from precision_measures import (  # noqa: E402 (the measures; re-exported for the tests)
     GOAL_COMMENTED,
     GOAL_LESSON_PRECISION,
@@ -81,16 +81,6 @@ WIDE = 20  # the goal's case: the estimate over 20 candidates
 TIME_EVERY = 5  # every fifth ticket: 20 candidates, and searches with and without the estimate
 FLOORS = (0.0, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.0225, 0.025, 0.0275)
 FLOORS += (0.03, 0.035, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3)
-
-
-def linked(rows: list[dict[str, Any]]) -> set[frozenset[str]]:
-    """Every pair of keys Jira links, in either direction, any link type."""
-    pairs = set()
-    for row in rows:
-        for link in row.get("links") or []:
-            if link.get("key") and link["key"] != row["key"]:
-                pairs.add(frozenset((row["key"], link["key"])))
-    return pairs
 
 
 class TimedEstimate:

@@ -117,6 +117,16 @@ def announce(dataset: Dataset, why: str = "") -> None:
         print(f"dataset: {dataset.name}, {len(dataset.rows):,} issues", file=sys.stderr)
 
 
+def linked(rows: list[dict[str, Any]]) -> set[frozenset[str]]:
+    """Every pair of keys Jira links, in either direction, any link type."""
+    pairs = set()
+    for row in rows:
+        for link in row.get("links") or []:
+            if link.get("key") and link["key"] != row["key"]:
+                pairs.add(frozenset((row["key"], link["key"])))
+    return pairs
+
+
 def duplicate_pairs(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """(older, newer) positions of every Duplicate link with both ends in the file, once each."""
     position = {row["key"]: i for i, row in enumerate(rows)}
