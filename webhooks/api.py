@@ -29,8 +29,8 @@ from webhooks.api_types import (
     MIN_RELEVANCE_DOC,
     NO_NUL,
     NONBLANK,
-    BodyFloat,
     BodyInt,
+    BodyProbability,
 )
 from webhooks.intake import decode, parse
 from webhooks.runtime import runtime
@@ -163,7 +163,7 @@ class SearchBody(BaseModel):
     )
     k: BodyInt = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
     ticket: TicketKey | None = Field(None, description=work_scope.TICKET_DOC)
-    min_relevance: BodyFloat | None = Field(None, ge=0, le=1, description=MIN_RELEVANCE_DOC)
+    min_relevance: BodyProbability | None = Field(None, description=MIN_RELEVANCE_DOC)
 
 
 class ProposeBody(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
 from playbook.lessons import characters
 
@@ -42,7 +42,9 @@ def _json_number(value: object) -> object:
 
 
 BodyInt = Annotated[int, BeforeValidator(_json_integer)]
-BodyFloat = Annotated[float, BeforeValidator(_json_number)]
+# A probability in a JSON body: its bounds inside the type, so that the OpenAPI document states
+# them (a bound on an optional field's Field would not reach the schema through the validator).
+BodyProbability = Annotated[float, Field(ge=0, le=1), BeforeValidator(_json_number)]
 MIN_RELEVANCE_DOC = (
     "Leave out lessons whose estimated chance of fitting is below this (0..1; by default none "
     "is left out, each lesson carries its `relevance`). The bot's comments use its floor, "
