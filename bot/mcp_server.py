@@ -23,6 +23,7 @@ from bot import callers, write_limits
 from bot.config import Settings
 from playbook import agents, db
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
+from playbook.lessons import fields
 from playbook.outcomes import usage
 from playbook.reviews import batches
 from playbook.search.floor import Floor
@@ -191,6 +192,16 @@ def build_server(
                 "scope's tickets are accepted."
             ),
         ] = None,
+        scope: Annotated[
+            str | None,
+            Field(
+                max_length=fields.SCOPE_CHARS,
+                description="Search this scope's lessons and global ones (owner/repo, a Jira "
+                "project or global). Without it, a ticket's scope and global are searched, "
+                "or, naming neither, every scope you may read; the answer's `searched` says "
+                "which.",
+            ),
+        ] = None,
         min_relevance: Annotated[
             float | None,
             Field(
@@ -213,6 +224,7 @@ def build_server(
                 query,
                 k=k,
                 ticket=ticket,
+                scope=scope,
                 max_chars=settings.comment_max_chars,
                 experiment=settings.experiment,
                 min_relevance=min_relevance,

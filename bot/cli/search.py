@@ -10,10 +10,12 @@ from bot.cli.base import Context, UserError, echo_json, note, pass_context
 from playbook import clock
 from playbook.experiment import holdout
 from playbook.repos import stored
+from playbook.scopes import EVERYTHING
+from playbook.search import search_scope
 from playbook.search.floor import Floor
 from playbook.search.ranking import RANK_MODES
 from playbook.search.relevance import strength
-from playbook.search.retrieval import Hit, Retriever, SearchResult
+from playbook.search.retrieval import ALL_SCOPES, Hit, Retriever, SearchResult
 from playbook.search.text import Ticket
 
 
@@ -66,7 +68,12 @@ def rerank_line(result: SearchResult) -> str:
 @click.command()
 @click.argument("text")
 @click.option("--labels", default="", help="Comma-separated labels or components.")
-@click.option("--scope", default=None, help="The ticket's scope (owner/repo or Jira project).")
+@click.option(
+    "--scope",
+    default=None,
+    help="Search this scope's lessons and global ones (owner/repo, Jira project or global). "
+    "Default: --ticket's scope and global, or every scope without --ticket.",
+)
 @click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 100))
 @click.option("--rank-by", type=click.Choice(RANK_MODES), default="feedback", show_default=True)
 @click.option("--max-chars", type=click.IntRange(1), default=None, help="Character budget.")
@@ -100,14 +107,18 @@ def search(
         raise UserError("--record needs --ticket KEY, the ticket the lessons are loaded for")
     if not text.strip():
         raise UserError("give the ticket's text to search for")
-    query = Ticket.from_text(
-        text,
-        labels=[label.strip() for label in labels.split(",") if label.strip()],
-        scope=scope,
-        key=ticket,
-    )
     bar = Floor.of(ctx.settings.min_relevance)
     with ctx.transaction() as session:
+        # The rule every door follows: the ticket's scope, the scope named, or every scope.
+        searched = search_scope.searched(
+            session, EVERYTHING, ticket=ticket, scope=search_scope.checked_scope(scope, "--scope")
+        )
+        query = Ticket.from_text(
+            text,
+            labels=[label.strip() for label in labels.split(",") if label.strip()],
+            scope=searched.primary,
+            key=ticket,
+        )
         now = clock.now()
         share = stored.holdout_percent(session, ticket)
         arm = holdout.arm_for(session, ctx.settings.experiment, ticket, now, share)
@@ -120,6 +131,7 @@ def search(
             max_chars=max_chars,
             record=record and arm != "held_out",
             min_relevance=min_relevance,
+            scopes=ALL_SCOPES if searched.scopes is None else searched.scopes,
         )
         if record and ticket and arm is not None:
             ranked = [(hit.bullet_id, hit.rank) for hit in result.hits]
@@ -135,6 +147,7 @@ def search(
                     "query_id": result.query_id,
                     "recorded": False,
                     "held_out": True,
+                    "searched": searched.model_dump(),
                     "reason": holdout.HELD_OUT_REASON,
                     "results": [],
                 }
@@ -147,6 +160,7 @@ def search(
             {
                 "query_id": result.query_id,
                 "recorded": record,
+                "searched": searched.model_dump(),
                 "rerank": result.rerank,
                 "rerank_reason": result.rerank_reason,
                 "results": [
@@ -184,10 +198,11 @@ def search(
             }
         )
         return
+    click.echo(f"searched: {searched.words()}")
     if explain:
         click.echo(rerank_line(result))
     if not result.hits:
-        note("no active lesson in this scope matches")
+        note("no active lesson in the scopes searched matches")
         return
     header = f"{'#':>2} {'id':<8} {'score':>8}"
     if explain:
