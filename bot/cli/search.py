@@ -198,9 +198,9 @@ def search(
             }
         )
         return
-    click.echo(f"searched: {searched.words()}")
     if explain:
         click.echo(rerank_line(result))
+    click.echo(f"searched: {searched.words()}")
     if not result.hits:
         note("no active lesson in the scopes searched matches")
         return
