@@ -9,6 +9,7 @@ import click
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
 from playbook import clock
 from playbook.experiment import holdout
+from playbook.lessons import fields
 from playbook.repos import stored
 from playbook.scopes import EVERYTHING
 from playbook.search import search_scope
@@ -103,6 +104,9 @@ def search(
     ticket: str | None,
 ) -> None:
     """Rank the active lessons for a ticket's text (first line = summary)."""
+    # Checked as every door checks a ticket key: it is looked up, recorded and searched by.
+    if ticket is not None:
+        ticket = fields.text(ticket, "--ticket", fields.TICKET_KEY_CHARS) or None
     if record and not ticket:
         raise UserError("--record needs --ticket KEY, the ticket the lessons are loaded for")
     if not text.strip():

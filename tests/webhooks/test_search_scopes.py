@@ -187,3 +187,12 @@ def test_the_cli_searches_a_tickets_scope_and_says_what_it_searched(cli) -> None
     assert text[0] == "searched: CTMS and global (the ticket's scope and global)"
     plain = cli("search", QUERY).stdout.splitlines()
     assert plain[0] == "searched: every scope: neither a ticket nor a scope was named"
+
+
+def test_the_cli_refuses_a_bad_ticket_or_scope_in_one_line(cli) -> None:
+    for args in (("--ticket", "CTMS-1\x00"), ("--scope", "x" * 201), ("--ticket", "A-1" * 100)):
+        done = cli("search", QUERY, *args)
+        assert done.exit_code != 0, args
+        assert "Traceback" not in done.output
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert args[0] in done.stderr
