@@ -45,8 +45,9 @@ and pull requests, ranked for the task at hand.
 
 1. Before you start work on a ticket, call `search_lessons` with the task's text (its summary
    on the first line) and `ticket` set to the ticket key (e.g. CTMS-4410, or owner/repo#12):
-   the lessons returned are recorded as loaded for that ticket. `get_lesson` shows one lesson
-   with its history; the resource playbook://lessons/{id} holds the same.
+   the lessons returned are recorded as loaded for that ticket, and the ticket's scope and
+   the global lessons are searched (the answer's `searched` says which). `get_lesson` shows
+   one lesson with its history; the resource playbook://lessons/{id} holds the same.
 2. Apply the lessons that fit. Cite each one you actually used: list the ids in the pull
    request body (e.g. "Lessons used: pb-12, pb-31"); the bot reads them there, and whether
    the PR merges rates the lessons. For work that has no pull request, call `record_usage`
