@@ -42,7 +42,6 @@ def _json_number(value: object) -> object:
 
 
 BodyInt = Annotated[int, BeforeValidator(_json_integer)]
-BodyFloat = Annotated[float, BeforeValidator(_json_number)]
 # A number from 0 to 1, the bounds first: so they reach the OpenAPI document inside a union
 # (`BodyFraction | None`), where bounds given to the union's Field are left out of it.
 BodyFraction = Annotated[float, Field(ge=0, le=1), BeforeValidator(_json_number)]
