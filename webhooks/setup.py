@@ -65,10 +65,8 @@ def announce(app: Flask) -> str | None:
         log.warning("cannot keep the setup token in %s (%s)", settings.data_dir, error.strerror)
         token = secrets.token_urlsafe(32)
     app.extensions[_TOKEN_KEY] = token
-    where = settings.public_url or "this server's address"
-    log.warning(
-        "No GitHub App is set up yet. Open %s/setup?token=%s to register one.", where, token
-    )
+    where = f"{settings.public_url}/setup" if settings.public_url else "/setup on this server"
+    log.warning("No GitHub App is set up yet: open %s?token=%s to register one", where, token)
     return token
 
 

@@ -21,7 +21,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from flask import redirect, request
 
 # Paths of the flow that take no credentials: GitHub's web pages and the conversion.
-OPEN_PATHS = ("/settings/apps/new", "/organizations/", "/app-manifests/", "/apps/")
+OPEN_PATHS = ("/settings/apps/new", "/organizations/", "/app-manifests/", "/apps/", "/fake/")
+# The pages ask for no favicon (a data: URL), so the browser logs no failed request.
+HEAD = '<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,">'
+
 CODE_LIFETIME_SECONDS = 3600.0
 
 
@@ -88,7 +91,7 @@ class AppManifestRoutes:
         @app.get("/apps/<slug>/installations/new")
         def install(slug: str) -> Any:
             name = escape(slug)
-            return f"<!doctype html><title>Install {name}</title><h1>Install {name}</h1>"
+            return f"{HEAD}<title>Install {name}</title><h1>Install {name}</h1>"
 
     def _confirmation(self, org: str | None) -> Any:
         """GitHub's "Create GitHub App" page for the posted manifest."""
@@ -96,10 +99,10 @@ class AppManifestRoutes:
         try:
             manifest = json.loads(raw)
         except ValueError:
-            return "<!doctype html><p>Invalid GitHub App configuration</p>", 422
+            return f"{HEAD}<p>Invalid GitHub App configuration</p>", 422
         state = request.args.get("state", "")
         owner = org or self.viewer
-        return f"""<!doctype html>
+        return f"""{HEAD}
 <title>Create GitHub App</title>
 <h1>Create GitHub App for {escape(owner)}</h1>
 <form method="post" action="/fake/confirm-app">
