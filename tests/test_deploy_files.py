@@ -34,6 +34,8 @@ PERMISSIONS_BY_CALL: dict[tuple[str, str], dict[str, str] | None] = {
     ("GET", "/app/hook/deliveries"): None,
     ("POST", "/app/hook/deliveries/<int:delivery_id>/attempts"): None,
     ("GET", "/user"): None,
+    # The setup page trades the manifest flow's one-time code: the code is the credential.
+    ("POST", "/app-manifests/<code>/conversions"): None,
     ("GET", "/repos/<owner>/<name>"): {"metadata": "read"},
     ("GET", "/repos/<owner>/<name>/collaborators/<user>/permission"): {"metadata": "read"},
     ("GET", "/repos/<owner>/<name>/issues/<int:number>"): {"issues": "read"},
@@ -224,11 +226,13 @@ def test_manifest_subscribes_to_the_events_the_handlers_register() -> None:
 
 def test_manifest_asks_for_exactly_the_permissions_the_calls_need() -> None:
     from tests.fakes.github import FakeGitHub
+    from tests.fakes.github_apps import WEB_PAGES
 
     calls = {
         (method, rule.rule)
         for rule in FakeGitHub().app.url_map.iter_rules()
-        if rule.endpoint != "static"
+        # GitHub's web pages of the manifest flow are a browser's, not calls of the bot.
+        if rule.endpoint != "static" and not rule.rule.startswith(WEB_PAGES)
         for method in rule.methods or ()
         if method not in {"HEAD", "OPTIONS"}
     }

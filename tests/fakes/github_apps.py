@@ -20,8 +20,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask import redirect, request
 
+# GitHub's web pages (not REST calls): what a browser opens, never the bot.
+WEB_PAGES = ("/settings/apps/new", "/organizations/", "/apps/", "/fake/")
 # Paths of the flow that take no credentials: GitHub's web pages and the conversion.
-OPEN_PATHS = ("/settings/apps/new", "/organizations/", "/app-manifests/", "/apps/", "/fake/")
+OPEN_PATHS = (*WEB_PAGES, "/app-manifests/")
 # The pages ask for no favicon (a data: URL), so the browser logs no failed request.
 HEAD = '<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,">'
 
