@@ -65,8 +65,9 @@ def announce(app: Flask) -> str | None:
         log.warning("cannot keep the setup token in %s (%s)", settings.data_dir, error.strerror)
         token = secrets.token_urlsafe(32)
     app.extensions[_TOKEN_KEY] = token
-    where = f"{settings.public_url}/setup" if settings.public_url else "/setup on this server"
-    log.warning("No GitHub App is set up yet: open %s?token=%s to register one", where, token)
+    address = f"{settings.public_url or ''}/setup?token={token}"
+    where = "" if settings.public_url else " on this server's address"
+    log.warning("No GitHub App is set up yet: open %s%s to register one", address, where)
     return token
 
 
@@ -112,8 +113,10 @@ def _headers(response: Response) -> Response:
     return response
 
 
-def _refused(status: int, message: str) -> Response:
-    return _page("setup_message.html", status, title="Setup", message=message, link=None)
+def _refused(status: int, message: str, again: bool = False) -> Response:
+    """A page saying why not; ``again`` links back to the setup page to start over."""
+    link = "/setup" if again else None
+    return _page("setup_message.html", status, title="Setup", message=message, link=link)
 
 
 def _gate() -> tuple[int, str] | str:
@@ -212,17 +215,18 @@ def callback() -> Response:
             400,
             "The state GitHub sent back is not this browser's setup session's: open the setup "
             "page again and register from there.",
+            again=True,
         )
     code = request.args.get("code", "")
     if not setup_github.CODE.fullmatch(code):
-        return _refused(400, "GitHub's code is missing or is not a code GitHub gives.")
+        return _refused(400, "GitHub's code is missing or is not a code GitHub gives.", True)
     settings = runtime().settings
     try:
         credentials, owner = setup_github.exchange(
             settings.github_api_url, code, settings.http_timeout_seconds
         )
     except setup_github.ExchangeFailed as failed:
-        return _refused(failed.status, failed.message)
+        return _refused(failed.status, failed.message, again=True)
     _store(settings, credentials)
     log.warning(
         "GitHub App %s (id %d) registered by the setup page; its credentials are in %s",

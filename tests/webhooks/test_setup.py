@@ -200,6 +200,7 @@ def test_a_code_used_twice_is_a_clear_page(first_run: Flask, fake: FakeGitHub, t
     answer = client.get(f"/setup/github/callback?code={code}&state={state}")
     assert answer.status_code == 400
     assert "used already or is more than an hour old" in answer.get_data(as_text=True)
+    assert "Back to the setup page" in answer.get_data(as_text=True)
     assert not (tmp_path / "github-app.json").exists()
     assert client.get("/setup").status_code == 200  # register again from the page
 
