@@ -255,3 +255,17 @@ def test_manifest_points_at_the_bots_own_routes(app) -> None:
         assert parts.scheme == "https", url
         assert parts.path in routes, url
     assert urlsplit(manifest["hook_attributes"]["url"]).path == "/webhooks/github"
+
+
+def test_compose_processes_share_the_setup_pages_files() -> None:
+    # web writes the App's credentials from the setup page; worker reads them when it starts.
+    services = _yaml("compose.yaml")["services"]
+    for name in ("web", "worker"):
+        directory = services[name]["environment"]["PLAYBOOK_DATA_DIR"]
+        mounts = [volume.split(":") for volume in services[name]["volumes"]]
+        assert [source for source, target in mounts if target == directory] == ["playbook-data"]
+    assert "playbook-data" in _yaml("compose.yaml")["volumes"]
+    assert any(
+        instruction == "RUN" and "/var/lib/playbook-bot/data" in arguments
+        for instruction, arguments in _dockerfile()
+    ), "the image makes the directory, so a new volume belongs to its user"
