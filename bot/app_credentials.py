@@ -76,7 +76,10 @@ def read(path: Path) -> AppCredentials | None:
 
 
 def write(path: Path, credentials: AppCredentials) -> None:
-    """Store ``credentials`` in ``path`` with 0600 rights, whole or not at all."""
+    """Store ``credentials`` in ``path`` with 0600 rights, whole or not at all.
+
+    FileExistsError if an App is stored there already: the first App set up stays the one.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     # Created 0600 from the start: the key is never readable by others, not even for a moment.
@@ -86,10 +89,10 @@ def write(path: Path, credentials: AppCredentials) -> None:
             handle.write(credentials.as_json())
             handle.flush()
             os.fsync(handle.fileno())
-        partial.replace(path)
-    except BaseException:
+        # A hard link appears whole, and fails if another tab or process stored an App first.
+        os.link(partial, path)
+    finally:
         partial.unlink(missing_ok=True)
-        raise
 
 
 def setup_token(data_dir: str | os.PathLike[str]) -> str:

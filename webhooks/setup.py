@@ -227,7 +227,14 @@ def callback() -> Response:
         )
     except setup_github.ExchangeFailed as failed:
         return _refused(failed.status, failed.message, again=True)
-    _store(settings, credentials)
+    try:
+        _store(settings, credentials)
+    except FileExistsError:
+        return _refused(
+            409,
+            f"Another App was set up meanwhile (from another tab?) and stays the one in use; "
+            f"delete the App {credentials.slug} GitHub just registered in its settings on GitHub.",
+        )
     log.warning(
         "GitHub App %s (id %d) registered by the setup page; its credentials are in %s",
         credentials.slug,
@@ -249,7 +256,7 @@ def _store(settings: Settings, credentials: app_credentials.AppCredentials) -> N
     """Write the file every process reads at start, and use the App in this one at once."""
     key_lines = [line for line in credentials.pem.splitlines() if "-----" not in line]
     add_secrets([credentials.webhook_secret, *key_lines])
-    app_credentials.write(settings.credentials_file, credentials)
+    app_credentials.write(settings.credentials_file, credentials)  # FileExistsError: not ours
     app_credentials.forget_setup_token(settings.data_dir)
     current_app.extensions.pop(_TOKEN_KEY, None)
     # /webhooks/github reads the runtime's settings on each delivery: it verifies with the new

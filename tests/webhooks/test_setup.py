@@ -15,6 +15,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import Engine
 
+from bot import app_credentials
 from bot.config import Settings
 from tests.fakes.github import FakeGitHub
 from tests.support import JIRA_SECRET
@@ -295,3 +296,21 @@ def test_without_a_jira_secret_the_page_suggests_one(
     again = unescape(_entered(app).get("/setup").get_data(as_text=True))
     assert secret in again  # the same on a reload, so what was pasted stays right
     assert "set <code>JIRA_WEBHOOK_SECRET</code> to it" in page
+
+
+def test_a_second_app_never_replaces_the_first(first_run: Flask, fake: FakeGitHub, tmp_path: Path):
+    first, second = _entered(first_run), _entered(first_run)
+    code_1, state_1 = _registered(first_run, fake, first)
+    code_2, state_2 = _registered(first_run, fake, second)
+    assert second.get(f"/setup/github/callback?code={code_2}&state={state_2}").status_code == 200
+    # The other tab's App is registered on GitHub, but the server keeps the one it uses.
+    answer = first.get(f"/setup/github/callback?code={code_1}&state={state_1}")
+    assert answer.status_code == 404  # the page is gone once an App is set up
+    stored = json.loads((tmp_path / "github-app.json").read_text())
+    assert stored["app_id"] == fake.registered_apps[1]["id"]
+    # Two callbacks racing past the page's check: the file is written once, whole.
+    other = app_credentials.AppCredentials(1, "other", "https://x.test", "s", "PRIVATE KEY")
+    with pytest.raises(FileExistsError):
+        app_credentials.write(tmp_path / "github-app.json", other)
+    assert json.loads((tmp_path / "github-app.json").read_text()) == stored
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
