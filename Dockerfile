@@ -31,7 +31,8 @@ ENV PATH=/opt/playbook-bot/bin:$PATH \
 # working directory, where the SQLite default (playbook.db) goes when no database is set.
 RUN groupadd --system --gid 10001 playbook \
     && useradd --system --no-log-init --uid 10001 --gid playbook \
-        --home-dir /var/lib/playbook-bot --create-home playbook
+        --home-dir /var/lib/playbook-bot --create-home playbook \
+    && install -d -o playbook -g playbook -m 0700 /var/lib/playbook-bot/data
 COPY --from=builder /opt/playbook-bot /opt/playbook-bot
 USER 10001:10001
 WORKDIR /var/lib/playbook-bot

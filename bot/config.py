@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from bot.agent_tokens import AgentToken, agent_tokens
+from bot.settings_first_run import FirstRunSettings
 from playbook import scope_names
 from playbook.outcomes.demote_policy import DemotePolicy
 from playbook.reviews.capture_from import CaptureFrom, CaptureSetting
@@ -18,8 +19,11 @@ if TYPE_CHECKING:
     from playbook.experiment import holdout
 
 
-class Settings(BaseSettings):
-    """Everything a deployment may change, each with a default that works out of the box."""
+class Settings(FirstRunSettings):
+    """Everything a deployment may change, each with a default that works out of the box.
+
+    The first run's settings (public URL, data directory, GitHub's web host) are inherited.
+    """
 
     # protected_namespaces=(): the model endpoint's settings are named model_*, which pydantic
     # before 2.10 warns about (it reserves the prefix for its own methods).
@@ -489,15 +493,6 @@ class Settings(BaseSettings):
         key = self.github_app_private_key or ""
         values += [line for line in key.replace("\\n", "\n").splitlines() if "-----" not in line]
         return [str(value) for value in values if value]
-
-    @property
-    def github_web_url(self) -> str:
-        """Where people open GitHub pages: github.com, or the Enterprise host of the API URL."""
-        api = self.github_api_url.rstrip("/")
-        if api == "https://api.github.com":
-            return "https://github.com"
-        # GitHub Enterprise Server serves its API under /api/v3 on the web host.
-        return api.removesuffix("/api/v3")
 
     @property
     def jira_allowed(self) -> set[str]:

@@ -34,6 +34,8 @@ PERMISSIONS_BY_CALL: dict[tuple[str, str], dict[str, str] | None] = {
     ("GET", "/app/hook/deliveries"): None,
     ("POST", "/app/hook/deliveries/<int:delivery_id>/attempts"): None,
     ("GET", "/user"): None,
+    # The setup page trades the manifest flow's one-time code: the code is the credential.
+    ("POST", "/app-manifests/<code>/conversions"): None,
     ("GET", "/repos/<owner>/<name>"): {"metadata": "read"},
     ("GET", "/repos/<owner>/<name>/collaborators/<user>/permission"): {"metadata": "read"},
     ("GET", "/repos/<owner>/<name>/issues/<int:number>"): {"issues": "read"},
@@ -224,11 +226,13 @@ def test_manifest_subscribes_to_the_events_the_handlers_register() -> None:
 
 def test_manifest_asks_for_exactly_the_permissions_the_calls_need() -> None:
     from tests.fakes.github import FakeGitHub
+    from tests.fakes.github_apps import WEB_PAGES
 
     calls = {
         (method, rule.rule)
         for rule in FakeGitHub().app.url_map.iter_rules()
-        if rule.endpoint != "static"
+        # GitHub's web pages of the manifest flow are a browser's, not calls of the bot.
+        if rule.endpoint != "static" and not rule.rule.startswith(WEB_PAGES)
         for method in rule.methods or ()
         if method not in {"HEAD", "OPTIONS"}
     }
@@ -251,3 +255,17 @@ def test_manifest_points_at_the_bots_own_routes(app) -> None:
         assert parts.scheme == "https", url
         assert parts.path in routes, url
     assert urlsplit(manifest["hook_attributes"]["url"]).path == "/webhooks/github"
+
+
+def test_compose_processes_share_the_setup_pages_files() -> None:
+    # web writes the App's credentials from the setup page; worker reads them when it starts.
+    services = _yaml("compose.yaml")["services"]
+    for name in ("web", "worker"):
+        directory = services[name]["environment"]["PLAYBOOK_DATA_DIR"]
+        mounts = [volume.split(":") for volume in services[name]["volumes"]]
+        assert [source for source, target in mounts if target == directory] == ["playbook-data"]
+    assert "playbook-data" in _yaml("compose.yaml")["volumes"]
+    assert any(
+        instruction == "RUN" and "/var/lib/playbook-bot/data" in arguments
+        for instruction, arguments in _dockerfile()
+    ), "the image makes the directory, so a new volume belongs to its user"

@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         mcp_http,
         metrics,
         problems,
+        setup,
         ui,
     )
     from webhooks.intake import Refused, database_down
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         health.blueprint,
         mcp_http.blueprint,
         metrics.blueprint,
+        setup.blueprint,
     ):
         app.register_blueprint(blueprint)
     app.register_api(api.api)

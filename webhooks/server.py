@@ -16,6 +16,7 @@ from waitress.server import create_server
 from bot.config import Settings
 from bot.services import Services
 from bot.worker import start_thread
+from webhooks import setup
 from webhooks.app import create_app
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ class EmbeddedServer:
     def __init__(self, settings: Settings, host: str, port: int, threads: int = 4) -> None:
         self.settings = settings
         self.application = create_app(settings)
+        # The one-time token of the setup page, when no GitHub App is set up yet (else None).
+        self.setup_token = setup.announce(self.application)
         self._stop = threading.Event()
         self._scheduler: Any = None
         self.server = create_server(

@@ -40,6 +40,9 @@ def serve(ctx: Context, host: str, port: int, threads: int) -> None:
     server = EmbeddedServer(ctx.settings, host, port, threads)
     where = f"[{host}]" if ":" in host else host
     note(f"playbook-bot listening on http://{where}:{port} (POST /webhooks/github, /webhooks/jira)")
+    if server.setup_token:
+        base = ctx.settings.public_url or f"http://{where}:{port}"
+        note(f"no GitHub App is set up yet: open {base}/setup?token={server.setup_token}")
     server.run()
 
 

@@ -277,13 +277,14 @@ def test_processes_sharing_a_directory_are_summed_in_one_scrape(
 
 
 def test_serve_forgets_its_live_gauges_when_it_stops(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from webhooks.server import EmbeddedServer
 
     dead: list[int] = []
     monkeypatch.setattr(metrics, "child_exit", lambda _server, worker: dead.append(worker.pid))
-    server = EmbeddedServer(settings, "127.0.0.1", 0)
+    # With no App, serve makes its setup token in the data dir: here, not where tests run.
+    server = EmbeddedServer(settings.model_copy(update={"data_dir": str(tmp_path)}), "127.0.0.1", 0)
     server.stop()
     assert dead == [os.getpid()]
 

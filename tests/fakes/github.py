@@ -17,6 +17,7 @@ from typing import Any
 import jwt
 from flask import request
 
+from tests.fakes.github_apps import AppManifestRoutes
 from tests.fakes.github_git import GitRoutes
 from tests.fakes.github_reviews import ReviewRoutes
 from tests.fakes.server import FakeServer
@@ -26,7 +27,7 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
+class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
     """Enough of api.github.com for PyGithub, with state tests can seed and inspect."""
 
     def __init__(self, *, app_id: int | None = None, public_key: str | None = None) -> None:
@@ -56,6 +57,7 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
         self._routes()
         self._init_git()
         self._init_reviews()
+        self._init_manifest_flow()
 
     # --- seeding ---------------------------------------------------------------------------
 
@@ -248,6 +250,8 @@ class FakeGitHub(ReviewRoutes, GitRoutes, FakeServer):
 
         @app.before_request
         def _auth() -> Any:
+            if self.open_path(request.path):
+                return None
             # App-level endpoints take the App's JWT, everything else an installation token.
             if request.path.startswith("/app") or request.path.endswith("/installation"):
                 return None if self._app_jwt_valid() else unauthorized

@@ -281,13 +281,15 @@ def test_every_door_answers_on_this_server(server, engine: Engine) -> None:
     assert received(port) == before + 1
 
 
-def test_production_waits_on_a_client_as_long_as_github_waits(settings) -> None:
+def test_production_waits_on_a_client_as_long_as_github_waits(settings, tmp_path) -> None:
     # The servers above run with a second; by default `serve` gives a client GitHub's 10 s
     # of silence (looked for every 2 s), as gunicorn's body deadline does (webhooks.wsgi).
     from webhooks.server import EmbeddedServer
 
     assert settings.client_timeout_seconds == 10
-    embedded = EmbeddedServer(settings, "127.0.0.1", 0)
+    # With no App, serve makes its setup token in the data dir: here, not where tests run.
+    here = settings.model_copy(update={"data_dir": str(tmp_path)})
+    embedded = EmbeddedServer(here, "127.0.0.1", 0)
     try:
         assert embedded.server.adj.channel_timeout == 10
         assert embedded.server.adj.cleanup_interval == 2
