@@ -71,7 +71,7 @@ def web_page(settings: Settings, host: str, port: int) -> str:
             "logins are off: set PLAYBOOK_API_TOKEN to a token of your choosing, restart, and "
             "log in with it (or PLAYBOOK_UI_PUBLIC_READ=true to read without one)"
         )
-    return f"web page: {address} ({login})"
+    return f"web page: {address}; {login}"
 
 
 def cannot_listen(host: str, port: int, error: OSError) -> str:
