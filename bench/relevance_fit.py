@@ -38,8 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
 from sqlalchemy.orm import Session
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,17 +152,20 @@ def matrix(tickets: list[dict[str, Any]], columns: list[int]) -> tuple[np.ndarra
     return np.array(x, dtype=float).reshape(len(y), len(columns)), np.array(y, dtype=int)
 
 
-def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, LogisticRegression]:
+def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
     """Means, scales and a logistic regression on the standardised features."""
     means = x.mean(axis=0)
     scales = x.std(axis=0)
     scales[scales == 0] = 1.0
+    # scikit-learn only where a model is fitted: the replay and its cache need none.
+    from sklearn.linear_model import LogisticRegression
+
     model = LogisticRegression(C=1.0, max_iter=2000)
     model.fit((x - means) / scales, y)
     return means, scales, model
 
 
-def predict(means: np.ndarray, scales: np.ndarray, model: LogisticRegression, x: np.ndarray):
+def predict(means: np.ndarray, scales: np.ndarray, model: Any, x: np.ndarray):
     """Predicted probabilities."""
     return model.predict_proba((x - means) / scales)[:, 1]
 
@@ -326,6 +327,8 @@ def main() -> None:
     )
     means, scales, model = fit(x_train, y_train)
     p_test = predict(means, scales, model, x_test)
+    from sklearn.metrics import roc_auc_score
+
     auc = roc_auc_score(y_test, p_test)
     print(f"held-out AUC {auc:.3f} with {', '.join(names)}")
     ablation = {}

@@ -23,6 +23,7 @@ from bot import callers, write_limits
 from bot.config import Settings
 from playbook import agents, db
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
+from playbook.lessons import fields
 from playbook.outcomes import usage
 from playbook.reviews import batches
 from playbook.search.floor import Floor
@@ -44,8 +45,9 @@ and pull requests, ranked for the task at hand.
 
 1. Before you start work on a ticket, call `search_lessons` with the task's text (its summary
    on the first line) and `ticket` set to the ticket key (e.g. CTMS-4410, or owner/repo#12):
-   the lessons returned are recorded as loaded for that ticket. `get_lesson` shows one lesson
-   with its history; the resource playbook://lessons/{id} holds the same.
+   the lessons returned are recorded as loaded for that ticket, and the ticket's scope and
+   the global lessons are searched (the answer's `searched` says which). `get_lesson` shows
+   one lesson with its history; the resource playbook://lessons/{id} holds the same.
 2. Apply the lessons that fit. Cite each one you actually used: list the ids in the pull
    request body (e.g. "Lessons used: pb-12, pb-31"); the bot reads them there, and whether
    the PR merges rates the lessons. For work that has no pull request, call `record_usage`
@@ -191,6 +193,16 @@ def build_server(
                 "scope's tickets are accepted."
             ),
         ] = None,
+        scope: Annotated[
+            str | None,
+            Field(
+                max_length=fields.SCOPE_CHARS,
+                description="Search this scope's lessons and global ones (owner/repo, a Jira "
+                "project or global). Without it, a ticket's scope and global are searched, "
+                "or, naming neither, every scope you may read; the answer's `searched` says "
+                "which.",
+            ),
+        ] = None,
         min_relevance: Annotated[
             float | None,
             Field(
@@ -213,6 +225,7 @@ def build_server(
                 query,
                 k=k,
                 ticket=ticket,
+                scope=scope,
                 max_chars=settings.comment_max_chars,
                 experiment=settings.experiment,
                 min_relevance=min_relevance,

@@ -26,7 +26,7 @@ from playbook.models import Bullet, Revision, UsageEvent
 from playbook.outcomes import usage
 from playbook.repos import stored
 from playbook.scopes import View
-from playbook.search import ranking
+from playbook.search import ranking, search_scope
 from playbook.search.floor import Floor, default_min_relevance
 from playbook.search.relevance import strength
 from playbook.search.retrieval import ALL_SCOPES, Retriever
@@ -308,6 +308,7 @@ def search(
     experiment: holdout.Config = holdout.OFF,
     min_relevance: float | None = None,
     floor: Floor | None = None,
+    scope: str | None = None,
 ) -> SearchAnswer:
     """The lessons that fit ``query`` (first line: the summary), as the bot ranks them.
 
@@ -315,6 +316,7 @@ def search(
     (an agent asked, so by default none is: the bot's own floor is for its comments). ``fit``
     words are read against ``floor``, the installation's (the packaged default without one).
 
+    ``ticket`` and ``scope`` choose the lessons searched (``search_scope``, said in ``searched``).
     With ``ticket``, the lessons returned are recorded as loaded for it, once per ticket.
     At most MAX_K lessons, whose texts fit ``max_chars`` together (the comment budget).
     A ticket in the holdout's held-out arm gets none: what would have been returned is kept
@@ -329,17 +331,20 @@ def search(
         raise fields.FieldProblem("min_relevance", "must be between 0 and 1")
     floor = floor or Floor.of(default_min_relevance())
     key = optional_ticket(caller.view, ticket, "ticket")  # refused: another scope's work
+    # The one rule of every door: the ticket's scope, the scope named, or all the caller sees.
+    searched = search_scope.searched(
+        session, caller.view, ticket=key, scope=search_scope.checked_scope(scope)
+    )
     retriever = Retriever.shared(session)
-    scopes = caller.view.scopes() or ALL_SCOPES
     now = clock.now()
     arm = holdout.arm_for(session, experiment, key, now, stored.holdout_percent(session, key))
     result = retriever.search(
         session,
-        Ticket.from_text(text, key=key),
+        Ticket.from_text(text, key=key, scope=searched.primary),
         k=min(k, MAX_K),
         max_chars=max_chars,
         record=key is not None and arm != "held_out",
-        scopes=scopes,
+        scopes=ALL_SCOPES if searched.scopes is None else searched.scopes,
         consumer=caller.actor,
         # The ticket is the agent's word: an invented one must not keep lessons from pruning.
         source=caller.actor,
@@ -355,6 +360,7 @@ def search(
             query_id=result.query_id,
             ticket=key,
             loads_recorded=0,
+            searched=searched,
             lessons=[],
             held_out=True,
             reason=holdout.HELD_OUT_REASON,
@@ -363,6 +369,7 @@ def search(
         query_id=result.query_id,
         ticket=key,
         loads_recorded=len(result.hits) if key else 0,
+        searched=searched,
         lessons=[
             Hit(
                 rank=hit.rank,

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from playbook.search.rerank_fields import RerankedAnswer, RerankedLesson
+from playbook.search.search_scope import Searched
 
 
 class Hit(RerankedLesson):
@@ -37,6 +38,10 @@ class SearchAnswer(RerankedAnswer):
     query_id: str
     ticket: str | None = Field(description="The ticket the lessons were recorded as loaded for.")
     loads_recorded: int
+    searched: Searched = Field(
+        description="Which lessons were searched: a ticket's scope and global, a scope named "
+        "and global, or (naming neither) every scope the caller may read."
+    )
     lessons: list[Hit]
     held_out: bool = Field(
         False,

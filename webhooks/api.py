@@ -29,8 +29,11 @@ from webhooks.api_types import (
     MIN_RELEVANCE_DOC,
     NO_NUL,
     NONBLANK,
-    BodyFloat,
+    SCOPE_DOC,
+    BodyFraction,
     BodyInt,
+    BodyScope,
+    UrlScope,
 )
 from webhooks.intake import decode, parse
 from webhooks.runtime import runtime
@@ -147,6 +150,7 @@ class SearchQuery(BaseModel):
     ticket: (
         Annotated[str, Field(min_length=1, max_length=URL_TICKET_CHARS, pattern=NONBLANK)] | None
     ) = Field(None, description=work_scope.TICKET_DOC)
+    scope: UrlScope | None = Field(None, description=SCOPE_DOC)
     min_relevance: float | None = Field(None, ge=0, le=1, description=MIN_RELEVANCE_DOC)
 
 
@@ -163,7 +167,8 @@ class SearchBody(BaseModel):
     )
     k: BodyInt = Field(5, ge=1, le=agents.MAX_K_ASKED, description="At most 10 are returned.")
     ticket: TicketKey | None = Field(None, description=work_scope.TICKET_DOC)
-    min_relevance: BodyFloat | None = Field(None, ge=0, le=1, description=MIN_RELEVANCE_DOC)
+    scope: BodyScope | None = Field(None, description=SCOPE_DOC)
+    min_relevance: BodyFraction | None = Field(None, description=MIN_RELEVANCE_DOC)
 
 
 class ProposeBody(BaseModel):
@@ -293,7 +298,7 @@ def get_lesson(path: LessonPath) -> Response:
 )
 def search(query: SearchQuery) -> Response:
     """The lessons that fit a task, ranked as the bot ranks them for a new ticket."""
-    return _search(query.q, query.k, query.ticket, query.min_relevance)
+    return _search(query.q, query.k, query.ticket, query.scope, query.min_relevance)
 
 
 @api.post(
@@ -304,10 +309,12 @@ def search(query: SearchQuery) -> Response:
 )
 def search_ticket(body: SearchBody) -> Response:
     """Like GET /search, for a ticket's whole text (up to 10,000 characters)."""
-    return _search(body.query, body.k, body.ticket, body.min_relevance)
+    return _search(body.query, body.k, body.ticket, body.scope, body.min_relevance)
 
 
-def _search(text: str, k: int, ticket: str | None, min_relevance: float | None) -> Response:
+def _search(
+    text: str, k: int, ticket: str | None, scope: str | None, min_relevance: float | None
+) -> Response:
     settings = runtime().settings
     with db.transaction(runtime().engine) as session:
         answer = agents.search(
@@ -316,6 +323,7 @@ def _search(text: str, k: int, ticket: str | None, min_relevance: float | None) 
             text,
             k=k,
             ticket=ticket,
+            scope=scope,
             max_chars=settings.comment_max_chars,
             experiment=settings.experiment,
             min_relevance=min_relevance,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
-from playbook.lessons import characters
+from playbook.lessons import characters, fields
 
 # Characters Python's str.strip() drops: a value made only of these is empty to the playbook.
 # Spelled out because JSON Schema (ECMA) and Python disagree on what `\s` means.
@@ -42,9 +42,25 @@ def _json_number(value: object) -> object:
 
 
 BodyInt = Annotated[int, BeforeValidator(_json_integer)]
-BodyFloat = Annotated[float, BeforeValidator(_json_number)]
+# A number from 0 to 1, the bounds first: so they reach the OpenAPI document inside a union
+# (`BodyFraction | None`), where bounds given to the union's Field are left out of it.
+BodyFraction = Annotated[float, Field(ge=0, le=1), BeforeValidator(_json_number)]
 MIN_RELEVANCE_DOC = (
     "Leave out lessons whose estimated chance of fitting is below this (0..1; by default none "
     "is left out, each lesson carries its `relevance`). The bot's comments use its floor, "
     "PLAYBOOK_MIN_RELEVANCE."
 )
+SCOPE_DOC = (
+    "Search this scope's lessons and the global ones (owner/repo, a Jira project, or global). "
+    "Without it, naming a ticket searches that ticket's scope and global, as the bot's comment "
+    "does, and naming neither searches every scope the token may read; a token bound to a scope "
+    "always searches only its scope and global. The answer's `searched` says which."
+)
+# A scope in a URL: ASCII owner/repo or a project key, so at most 102 bytes once encoded and
+# GET /search with the longest q and ticket still fits gunicorn's request line.
+UrlScope = Annotated[
+    str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)?$")
+]
+BodyScope = Annotated[
+    str, Field(min_length=1, max_length=fields.SCOPE_CHARS, pattern=NONBLANK, examples=["CTMS"])
+]

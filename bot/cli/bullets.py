@@ -171,6 +171,9 @@ def list_(ctx: Context, status: str, scope: str | None, as_of: str | None, as_js
     if not rows:
         note("no bullets match")
         return
+    # The columns named once, as `search` names its own (--as-of has no counts to show).
+    counts = "" if as_of else f"{'loads':>5} {'cites':>5}  "
+    click.echo(f"{'id':<8} {'status':<10} {'scope':<16} {counts}lesson")
     for row in rows:
         counts = "" if as_of else f"{row['loads']:>5} {row['cites']:>5}  "
         text = textwrap.shorten(row["text"], width=70, placeholder="...")

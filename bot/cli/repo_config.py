@@ -27,6 +27,9 @@ _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
 # Where a value comes from, in --json (the text output says it in words).
 INSTALLATION = "installation"
 
+# Where a value the bot's settings leave at their default comes from, in words.
+DEFAULT_WORDS = "default"
+
 # A key a file may leave None: the bot's own setting applies, named by its variable.
 _FALLBACKS = {
     "max_lessons": "PLAYBOOK_LESSONS_PER_TICKET",
@@ -228,14 +231,26 @@ def settings_shown(found: Effective, settings: Settings, engine: Engine) -> list
             value, source, where = found.repo, DEFAULT, "the repository itself"
         elif key in _FALLBACKS and value is None:
             value, where = _installation_value(key, settings, engine)
-            source = INSTALLATION
+            # The bot's own value is the installation's only when someone set it.
+            source = DEFAULT if where == DEFAULT_WORDS else INSTALLATION
         shown.append(Shown(key, value, source, where))
     return shown
 
 
+def _set(settings: Settings, key: str) -> bool:
+    """True when the bot's setting for file key ``key`` was given (environment, .env, code),
+    False when it is the default: only then is its variable named as the value's source."""
+    return _SETTING_FIELDS.get(key, key) in settings.model_fields_set
+
+
+# The bot's setting behind a file key, where the names differ.
+_SETTING_FIELDS = {"max_lessons": "lessons_per_ticket"}
+
+
 def _installation_value(key: str, settings: Settings, engine: Engine) -> tuple[Any, str]:
-    """The bot's own value of ``key`` and its variable (the running experiment's, for the
-    share held out, when someone started it by hand: that period overrides the variable)."""
+    """The bot's own value of ``key`` and its variable, or "default" when nobody set it (the
+    running experiment's, for the share held out, when someone started it by hand: that
+    period overrides the variable)."""
     variable = _FALLBACKS[key]
     if key == "holdout_percent":
         return _experiment_share(settings, engine)
@@ -246,7 +261,7 @@ def _installation_value(key: str, settings: Settings, engine: Engine) -> tuple[A
         "capture_from_reviews": settings.capture_from_reviews.value,
         "context_budget": settings.context_budget,
     }[key]
-    return value, f"{variable}={value}"
+    return value, f"{variable}={value}" if _set(settings, key) else DEFAULT_WORDS
 
 
 def _experiment_share(settings: Settings, engine: Engine) -> tuple[int, str]:
@@ -265,7 +280,9 @@ def _experiment_share(settings: Settings, engine: Engine) -> tuple[int, str]:
     stopper = periods[-1].stopped_by if periods and running is None else None
     if settings.holdout_percent and stopper not in (None, holdout.SETTING):
         return 0, f"the experiment {stopper} stopped (over {variable})"
-    return settings.holdout_percent, variable
+    return settings.holdout_percent, variable if _set(
+        settings, "holdout_percent"
+    ) else DEFAULT_WORDS
 
 
 def report(found: Effective, shown: list[Shown], *, cached: bool = False) -> list[str]:

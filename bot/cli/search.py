@@ -9,11 +9,14 @@ import click
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
 from playbook import clock
 from playbook.experiment import holdout
+from playbook.lessons import fields
 from playbook.repos import stored
+from playbook.scopes import EVERYTHING
+from playbook.search import search_scope
 from playbook.search.floor import Floor
 from playbook.search.ranking import RANK_MODES
 from playbook.search.relevance import strength
-from playbook.search.retrieval import Hit, Retriever, SearchResult
+from playbook.search.retrieval import ALL_SCOPES, Hit, Retriever, SearchResult
 from playbook.search.text import Ticket
 
 
@@ -66,7 +69,12 @@ def rerank_line(result: SearchResult) -> str:
 @click.command()
 @click.argument("text")
 @click.option("--labels", default="", help="Comma-separated labels or components.")
-@click.option("--scope", default=None, help="The ticket's scope (owner/repo or Jira project).")
+@click.option(
+    "--scope",
+    default=None,
+    help="Search this scope's lessons and global ones (owner/repo, Jira project or global). "
+    "Default: --ticket's scope and global, or every scope without --ticket.",
+)
 @click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 100))
 @click.option("--rank-by", type=click.Choice(RANK_MODES), default="feedback", show_default=True)
 @click.option("--max-chars", type=click.IntRange(1), default=None, help="Character budget.")
@@ -96,18 +104,25 @@ def search(
     ticket: str | None,
 ) -> None:
     """Rank the active lessons for a ticket's text (first line = summary)."""
+    # Checked as every door checks a ticket key: it is looked up, recorded and searched by.
+    if ticket is not None:
+        ticket = fields.text(ticket, "--ticket", fields.TICKET_KEY_CHARS) or None
     if record and not ticket:
         raise UserError("--record needs --ticket KEY, the ticket the lessons are loaded for")
     if not text.strip():
         raise UserError("give the ticket's text to search for")
-    query = Ticket.from_text(
-        text,
-        labels=[label.strip() for label in labels.split(",") if label.strip()],
-        scope=scope,
-        key=ticket,
-    )
     bar = Floor.of(ctx.settings.min_relevance)
     with ctx.transaction() as session:
+        # The rule every door follows: the ticket's scope, the scope named, or every scope.
+        searched = search_scope.searched(
+            session, EVERYTHING, ticket=ticket, scope=search_scope.checked_scope(scope, "--scope")
+        )
+        query = Ticket.from_text(
+            text,
+            labels=[label.strip() for label in labels.split(",") if label.strip()],
+            scope=searched.primary,
+            key=ticket,
+        )
         now = clock.now()
         share = stored.holdout_percent(session, ticket)
         arm = holdout.arm_for(session, ctx.settings.experiment, ticket, now, share)
@@ -120,6 +135,7 @@ def search(
             max_chars=max_chars,
             record=record and arm != "held_out",
             min_relevance=min_relevance,
+            scopes=ALL_SCOPES if searched.scopes is None else searched.scopes,
         )
         if record and ticket and arm is not None:
             ranked = [(hit.bullet_id, hit.rank) for hit in result.hits]
@@ -135,6 +151,7 @@ def search(
                     "query_id": result.query_id,
                     "recorded": False,
                     "held_out": True,
+                    "searched": searched.model_dump(),
                     "reason": holdout.HELD_OUT_REASON,
                     "results": [],
                 }
@@ -147,6 +164,7 @@ def search(
             {
                 "query_id": result.query_id,
                 "recorded": record,
+                "searched": searched.model_dump(),
                 "rerank": result.rerank,
                 "rerank_reason": result.rerank_reason,
                 "results": [
@@ -186,8 +204,9 @@ def search(
         return
     if explain:
         click.echo(rerank_line(result))
+    click.echo(f"searched: {searched.words()}")
     if not result.hits:
-        note("no active lesson in this scope matches")
+        note("no active lesson in the scopes searched matches")
         return
     header = f"{'#':>2} {'id':<8} {'score':>8}"
     if explain:

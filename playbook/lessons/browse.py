@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 from playbook import upkeep
 from playbook.lessons import fields, ids
 from playbook.models import STATUSES, Bullet, PullRequest, Revision, UsageEvent
-from playbook.search import ranking
+from playbook.scopes import EVERYTHING
+from playbook.search import ranking, search_scope
 from playbook.search.floor import Floor, default_min_relevance
 from playbook.search.relevance import fit_words
 from playbook.search.retrieval import Retriever
@@ -82,6 +83,8 @@ class Page:
     # "index" when the retriever ranked them, "text" when demoted lessons were matched by words.
     matched_by: Literal["index", "text", "filter"] = "filter"
     notes: list[str] = field(default_factory=list)
+    # Which scopes' lessons the page holds, by the rule every search door follows.
+    searched: search_scope.Searched | None = None
 
 
 def confidence_of(bullet: Bullet) -> float:
@@ -113,12 +116,19 @@ def _order(sort: str) -> list[Any]:
     return [Bullet.created_at.desc(), Bullet.id.desc()]
 
 
+def _searched(filters: Filters) -> search_scope.Searched:
+    """The scopes the page holds: a scope chosen means it and global, as on every door."""
+    # The page's ticket filter is where a lesson was learned, not a ticket searched for.
+    return search_scope.searched_by(EVERYTHING, scope=filters.scope)
+
+
 def _where(filters: Filters) -> list[ColumnElement[bool]]:
     where: list[ColumnElement[bool]] = []
     if filters.status:
         where.append(Bullet.status == filters.status)
-    if filters.scope:
-        where.append(Bullet.scope == filters.scope)
+    scopes = _searched(filters).scopes
+    if scopes is not None:
+        where.append(Bullet.scope.in_(scopes))
     if filters.ticket:
         where.append(Bullet.learned_from == filters.ticket)
     return where
@@ -133,10 +143,13 @@ def lessons(session: Session, filters: Filters, *, size: int = PAGE_SIZE) -> Pag
     are matched by their words instead, and the page says so.
     """
     if not filters.q:
-        return _filtered(session, filters, size)
-    if filters.status is not None and filters.status not in LIVE:
-        return _by_words(session, filters, size)
-    return _ranked(session, filters, size)
+        page = _filtered(session, filters, size)
+    elif filters.status is not None and filters.status not in LIVE:
+        page = _by_words(session, filters, size)
+    else:
+        page = _ranked(session, filters, size)
+    page.searched = _searched(filters)
+    return page
 
 
 def _window(rows: list[Row], filters: Filters, size: int, **extra: Any) -> Page:
@@ -196,8 +209,9 @@ def _ranked(session: Session, filters: Filters, size: int) -> Page:
         scopes = proposed
     else:
         scopes = active | proposed
-    if filters.scope:
-        scopes = {name for name in scopes if name.removeprefix(PROPOSED) == filters.scope}
+    wanted = _searched(filters).scopes
+    if wanted is not None:
+        scopes = {name for name in scopes if name.removeprefix(PROPOSED) in wanted}
     result = retriever.search(
         session, Ticket.from_text(filters.q), k=SEARCH_DEPTH, scopes=scopes, consumer="ui"
     )

@@ -94,3 +94,15 @@ def holdout_percent(session: Session, ticket_key: str | None) -> int | None:
     except ValueError:
         return None
     return chosen.holdout_percent
+
+
+def lessons_scope(session: Session, repo: str) -> str | None:
+    """The `scope:` ``repo``'s settings set, as last read (None: none set, or never read)."""
+    values = get(session, repo)
+    if not values:
+        return None
+    try:
+        chosen, _ = resolve(values.get("org_values"), values.get("repo_values"))
+    except ValueError:
+        return None
+    return chosen.scope

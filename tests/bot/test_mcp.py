@@ -92,8 +92,12 @@ async def check_tools_and_errors(client: Client, two_scopes: dict[str, str]) -> 
     assert set(listed) == TOOLS
     for tool in listed.values():
         assert tool.output_schema is not None
-        # Who calls comes from the transport, never from an argument.
-        assert not {"scope", "actor", "consumer", "role"} & set(tool.input_schema["properties"])
+        # Who calls comes from the transport, never from an argument. A search may name a
+        # scope to narrow what it searches, never to widen the caller's (refused below).
+        named = set(tool.input_schema["properties"]) - (
+            {"scope"} if tool.name == "search_lessons" else set()
+        )
+        assert not {"scope", "actor", "consumer", "role"} & named
     assert listed["search_lessons"].input_schema["properties"]["k"]["minimum"] == 1
 
     missing = await client.call_tool("get_lesson", {"id": "pb-999"})

@@ -270,3 +270,17 @@ def test_edit_refuses_a_bad_field_and_keeps_the_bullet(cli) -> None:
         "global",
     )
     assert [h["action"] for h in json.loads(cli("history", "pb-1", "--json").stdout)] == ["create"]
+
+
+def test_list_names_its_columns_in_a_header_row(cli) -> None:
+    cli("add", "Retry webhooks with an idempotency key", "--learned-from", "CTMS-1")
+    lines = cli("list").stdout.splitlines()
+    assert lines[0].split() == ["id", "status", "scope", "loads", "cites", "lesson"]
+    assert lines[1].split()[:5] == ["pb-1", "active", "global", "0", "0"]
+    # The header lines up with the rows: each column starts where its name does.
+    assert lines[0].index("status") == lines[1].index("active")
+    assert lines[0].index("lesson") == lines[1].index("Retry")
+    as_of = cli("list", "--as-of", "2999-01-01").stdout.splitlines()
+    assert as_of[0].split() == ["id", "status", "scope", "lesson"]
+    # Nothing to list: no header, only the note.
+    assert cli("list", "--status", "archived").stdout == ""

@@ -92,11 +92,12 @@ def test_a_repository_file_over_its_organisations_shows_each_value_and_its_sourc
         "scope": ["octo-org/shared", organisation],
         "comment": ["false", repository],
         "max_lessons": ["3", repository],
-        "min_relevance": ["0.0275", "PLAYBOOK_MIN_RELEVANCE=0.0275"],
-        "demote_policy": ["always", "PLAYBOOK_DEMOTE_POLICY=always"],
-        "capture_from_reviews": ["heuristic", "PLAYBOOK_CAPTURE_FROM_REVIEWS=heuristic"],
-        "holdout_percent": ["0", "PLAYBOOK_HOLDOUT_PERCENT=0"],
-        "context_budget": ["8000", "PLAYBOOK_CONTEXT_BUDGET=8000"],
+        # The bot's own defaults: no variable set them, so none is named.
+        "min_relevance": ["0.0275", "default"],
+        "demote_policy": ["always", "default"],
+        "capture_from_reviews": ["heuristic", "default"],
+        "holdout_percent": ["0", "default"],
+        "context_budget": ["8000", "default"],
         "ignore_labels": ["[wontfix]", organisation],
         "agents_md.enabled": ["true", repository],
         "agents_md.path": ["AGENTS.md", "default"],
@@ -115,7 +116,7 @@ def test_a_repository_file_over_its_organisations_shows_each_value_and_its_sourc
     assert answer["settings"]["comment"] == {"value": False, "source": "repository"}
     assert answer["settings"]["ignore_labels"] == {"value": ["wontfix"], "source": "organisation"}
     assert answer["settings"]["max_lessons"] == {"value": 3, "source": "repository"}
-    assert answer["settings"]["demote_policy"] == {"value": "always", "source": "installation"}
+    assert answer["settings"]["demote_policy"] == {"value": "always", "source": "default"}
     assert answer["settings"]["agents_md.path"] == {"value": "AGENTS.md", "source": "default"}
 
 
@@ -123,12 +124,19 @@ def test_without_files_the_scope_is_the_repository_and_the_rest_the_bots_setting
     cli, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PLAYBOOK_LESSONS_PER_TICKET", "7")
+    # Set to the value it would have anyway: still set, so still named.
+    monkeypatch.setenv("PLAYBOOK_DEMOTE_POLICY", "always")
     result = cli("config", "--repo", REPO)
     assert result.exit_code == 0, result.output
     shown = rows(result.stdout)
     assert shown["scope"] == [REPO, "the repository itself"]
     assert shown["max_lessons"] == ["7", "PLAYBOOK_LESSONS_PER_TICKET=7"]
+    assert shown["demote_policy"] == ["always", "PLAYBOOK_DEMOTE_POLICY=always"]
+    assert shown["context_budget"] == ["8000", "default"]
     assert shown["comment"] == ["true", "default"]
+    answer = json.loads(cli("config", "--repo", REPO, "--json").stdout)["settings"]
+    assert answer["max_lessons"] == {"value": 7, "source": "installation"}
+    assert answer["context_budget"] == {"value": 8000, "source": "default"}
 
 
 def test_a_bad_file_names_each_problem_with_its_line_and_keeps_the_last_good_settings(
