@@ -31,7 +31,12 @@ def validator() -> jsonschema.protocols.Validator:
 def schema_errors(text: str) -> list[str]:
     """What the shipped schema says of a file, read as the bot reads YAML."""
     loaded = yaml.load(text, Loader=SettingsLoader)
-    return [error.message for error in validator().iter_errors(loaded or {})]
+    errors = [error.message for error in validator().iter_errors(loaded or {})]
+    # Several editors' YAML support validates as draft-07 whatever $schema says: the schema
+    # uses nothing newer, so it means the same there.
+    draft7 = jsonschema.Draft7Validator(settings_schema())
+    assert bool(errors) == bool(list(draft7.iter_errors(loaded or {}))), text
+    return errors
 
 
 def bot_problems(text: str) -> list[str]:
