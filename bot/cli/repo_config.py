@@ -104,8 +104,6 @@ def config(
     problem (with --check, exit 1). With --repo too, a scope must be that owner's.
     --schema prints the file's JSON Schema.
     """
-    from bot.repo_settings import cached as stored
-
     _one_source(repo, file, schema, as_json=as_json, cached=cached, check=check)
     if repo is not None and not _REPO.fullmatch(repo):
         raise UserError(
@@ -123,6 +121,9 @@ def config(
         settings_file.show(file, parsed, repo=repo, as_json=as_json, check=check)
         return
     assert repo is not None  # _one_source made sure
+    # Here, not above: --file and --schema need neither GitHub's client nor the database's.
+    from bot.repo_settings import cached as stored
+
     if cached:
         found = stored(ctx.engine, repo)
         if found is None:

@@ -20,6 +20,7 @@ from playbook.repos.schema import shipped_text
 from playbook.repos.settings import FILE_PATH, MAX_FILE_BYTES
 from tests.bot.cli.fake_github import GITHUB_SETTINGS, as_app, fake_github
 from tests.bot.cli.test_cli_errors import closed_port, error_line
+from tests.bot.cli.test_cli_startup import imported_by
 from tests.e2e.test_serve import console
 
 Run = Callable[..., Result]
@@ -191,3 +192,16 @@ def test_the_command_checks_a_file_as_a_process(tmp_path: Path) -> None:
         "(not true, not quoted, not 0x10)\n"
     )
     assert done.stderr == "error: settings.yml: 1 problem\n"
+
+
+@pytest.mark.slow
+def test_checking_a_file_loads_no_client_nor_database_library(tmp_path: Path) -> None:
+    (tmp_path / "settings.yml").write_bytes(GOOD)
+    loaded = imported_by(
+        ["config", "--file", str(tmp_path / "settings.yml"), "--check"],
+        tmp_path,
+        # Not sqlalchemy: every command parses the database URL with it (its secret is
+        # scrubbed from logs); no connection is made, as the offline tests above show.
+        ("github", "jira", "requests", "flask", "numpy"),
+    )
+    assert loaded == []
