@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from bot.services import Services
 from bot.worker import Worker
 from playbook import db, upkeep
 from playbook.lessons import lifecycle
-from webhooks import create_app
+from webhooks import create_app, demo_file
 from webhooks.signatures import sign
 
 SECRET = "demo-secret"
@@ -239,18 +241,40 @@ def deliveries() -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
-def run(echo: bool = True) -> dict[str, Any]:
-    """Run the demo in a temporary directory; returns the final stats."""
+def run(echo: bool = True, keep: Path | None = None) -> dict[str, Any]:
+    """Run the demo on a temporary playbook, or one kept at ``keep`` (an absolute path that
+    demo_file.refusal allowed); returns the final stats."""
+    with _playbook_file(keep) as path:
+        report = _run(echo, path, kept=keep is not None)
+        if keep is not None:
+            demo_file.mark(path)
+            demo_file.keep(path, keep)
+    return report
+
+
+@contextmanager
+def _playbook_file(keep: Path | None) -> Iterator[Path]:
+    """Where the demo builds its playbook: beside ``keep``, else in a temporary folder."""
+    if keep is not None:
+        with demo_file.building(keep) as path:
+            yield path
+        return
     with tempfile.TemporaryDirectory(prefix="playbook-demo-") as folder:
-        url = f"sqlite:///{Path(folder) / 'playbook.db'}"
-        settings = Settings(
-            _env_file=None,
-            PLAYBOOK_DATABASE_URL=url,
-            GITHUB_WEBHOOK_SECRET=SECRET,
-            JIRA_WEBHOOK_SECRET=SECRET,
-            PLAYBOOK_JIRA_ALLOWED_USERS="dana",
-        )
-        engine = db.make_engine(url)
+        yield Path(folder) / "playbook.db"
+
+
+def _run(echo: bool, path: Path, *, kept: bool) -> dict[str, Any]:
+    """The demo's deliveries on a new playbook at ``path``; its engine is closed after."""
+    url = demo_file.database_url(path)
+    settings = Settings(
+        _env_file=None,
+        PLAYBOOK_DATABASE_URL=url,
+        GITHUB_WEBHOOK_SECRET=SECRET,
+        JIRA_WEBHOOK_SECRET=SECRET,
+        PLAYBOOK_JIRA_ALLOWED_USERS="dana",
+    )
+    engine = db.make_engine(url)
+    try:
         db.ensure_schema(engine)
         with db.transaction(engine) as session:
             for text, learned_from, scope, tags in LESSONS:
@@ -258,7 +282,8 @@ def run(echo: bool = True) -> dict[str, Any]:
                     session, text, learned_from=learned_from, scope=scope, tags=tags, actor="demo"
                 )
         click.echo(
-            f"Seeded a temporary playbook with {len(LESSONS)} lessons (pb-1 .. pb-{len(LESSONS)})."
+            f"Seeded a {'new' if kept else 'temporary'} playbook with {len(LESSONS)} lessons "
+            f"(pb-1 .. pb-{len(LESSONS)})."
         )
         effects = DryRunEffects(echo=echo, writers={"dana"})
         worker = Worker(Services(engine=engine, settings=settings, effects=effects), name="demo")
@@ -292,5 +317,6 @@ def run(echo: bool = True) -> dict[str, Any]:
             for revision in changes:
                 click.echo(f"  {revision.bullet_id}: {revision.action} ({revision.reason})")
             report = upkeep.stats(session)
+    finally:
         engine.dispose()
     return report

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -51,8 +52,18 @@ class Shown:
 
 
 @click.command()
+@click.option("--repo", metavar="OWNER/NAME", help="The repository, e.g. octo-org/widgets.")
 @click.option(
-    "--repo", required=True, metavar="OWNER/NAME", help="The repository, e.g. octo-org/widgets."
+    "--file",
+    "file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Check a local settings file offline instead, as the bot would read it.",
+)
+@click.option(
+    "--schema",
+    is_flag=True,
+    help="Print the JSON Schema of the settings file (for editors) and exit.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
@@ -66,7 +77,15 @@ class Shown:
     help="Exit 1 when a settings file has a problem or could not be read (for CI).",
 )
 @pass_context
-def config(ctx: Context, repo: str, as_json: bool, cached: bool, check: bool) -> None:
+def config(
+    ctx: Context,
+    repo: str | None,
+    file: Path | None,
+    schema: bool,
+    as_json: bool,
+    cached: bool,
+    check: bool,
+) -> None:
     """Show a repository's settings in force, where each comes from, and what is wrong.
 
     Reads .github/playbook-bot.yml of OWNER/NAME and of OWNER/.github from GitHub now, and
@@ -79,13 +98,32 @@ def config(ctx: Context, repo: str, as_json: bool, cached: bool, check: bool) ->
     --check it is 1 when a file has a problem or could not be read, after printing
     everything, so a CI step fails on a bad file. A wrong --repo, or no GitHub credentials
     without --cached, exits 2.
-    """
-    from bot.repo_settings import cached as stored
 
-    if not _REPO.fullmatch(repo):
+    --file PATH checks a local file instead, with the bot's parser and messages, and needs
+    neither GitHub nor the database: one OK line, or one `PATH:LINE: key: message` line per
+    problem (with --check, exit 1). With --repo too, a scope must be that owner's.
+    --schema prints the file's JSON Schema.
+    """
+    _one_source(repo, file, schema, as_json=as_json, cached=cached, check=check)
+    if repo is not None and not _REPO.fullmatch(repo):
         raise UserError(
             f"--repo must look like OWNER/NAME (such as octo-org/widgets), not {repo!r}"
         )
+    if schema:
+        from playbook.repos.schema import schema_text
+
+        click.echo(schema_text(), nl=False)
+        return
+    if file is not None:
+        from bot.cli import settings_file
+
+        parsed = settings_file.check_file(file, repo)
+        settings_file.show(file, parsed, repo=repo, as_json=as_json, check=check)
+        return
+    assert repo is not None  # _one_source made sure
+    # Here, not above: --file and --schema need neither GitHub's client nor the database's.
+    from bot.repo_settings import cached as stored
+
     if cached:
         found = stored(ctx.engine, repo)
         if found is None:
@@ -109,6 +147,18 @@ def config(ctx: Context, repo: str, as_json: bool, cached: bool, check: bool) ->
             click.echo(line)
     if check and (found.problems or found.error):
         raise CommandFailed(_failed(found))
+
+
+def _one_source(
+    repo: str | None, file: Path | None, schema: bool, *, as_json: bool, cached: bool, check: bool
+) -> None:
+    """What to show: a repository's settings, a local file, or the schema (a usage error else)."""
+    if schema and (repo or file or as_json or cached or check):
+        raise click.UsageError("--schema takes no other option")
+    if file is not None and cached:
+        raise click.UsageError("--cached reads a repository's stored settings, not --file")
+    if not (repo or file or schema):
+        raise click.UsageError("give --repo OWNER/NAME, --file PATH or --schema")
 
 
 def _read_now(ctx: Context, repo: str) -> Effective:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import shlex
+from pathlib import Path
 from typing import Any
 
 import click
 
-from bot.cli.base import Context, echo_json, pass_context
+from bot.cli.base import Context, UserError, echo_json, pass_context
 from playbook import upkeep
 
 
@@ -122,16 +124,55 @@ def stats(ctx: Context, as_json: bool) -> None:
 @click.command()
 @click.option("--quiet", is_flag=True, help="Do not print the comments the bot would post.")
 @click.option("--verbose", is_flag=True, help="Also print the bot's log lines.")
-def demo(quiet: bool, verbose: bool) -> None:
-    """Run the whole loop on a temporary playbook, with no credentials and no network."""
+@click.option(
+    "--keep",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Keep the demo's playbook in this SQLite file, for `serve` to show. Only a new or "
+    "empty file, or a previous demo's, which it replaces.",
+)
+def demo(quiet: bool, verbose: bool, keep: Path | None) -> None:
+    """Run the whole loop on a temporary playbook, with no credentials and no network.
+
+    With --keep PATH the playbook is kept in PATH (SQLite) and the command prints how to
+    serve it. PATH must be new, an empty file, or a playbook an earlier `demo --keep` kept,
+    which is replaced; any other file is refused, untouched.
+    """
     # The CLI is the composition root, the one part of bot that may import the web edge;
     # it does so here, on use, so the other commands never load Flask.
+    from webhooks import demo_file
     from webhooks.demo import run
 
+    if keep is not None:
+        keep = keep.absolute()
+        problem = demo_file.refusal(keep)
+        if problem is not None:
+            raise click.BadParameter(problem, param_hint="'--keep'")
     if not verbose:
         # The demo prints what the bot would do; its INFO log would bury that.
         logging.getLogger().setLevel(logging.WARNING)
 
-    report = run(echo=not quiet)
+    try:
+        report = run(echo=not quiet, keep=keep)
+    except FileExistsError as error:  # PATH changed while the demo ran
+        raise UserError(str(error)) from None
     click.echo("\nFinal stats:")
     click.echo(format_stats(report))
+    if keep is not None:
+        for line in served(demo_file.database_url(keep)):
+            click.echo(line)
+
+
+def served(url: str) -> list[str]:
+    """How to see a kept demo playbook on the web page: the exact command, and the address."""
+    command = (
+        f"PLAYBOOK_DATABASE_URL={shlex.quote(url)} PLAYBOOK_UI_PUBLIC_READ=true playbook-bot serve"
+    )
+    return [
+        f"\nKept the playbook in {url.removeprefix('sqlite:///')}; a later `demo --keep` on that "
+        "path replaces it.",
+        "See it on the web page (read-only; set PLAYBOOK_API_TOKEN too to log in and change "
+        "things):",
+        f"  {command}",
+        "  then open http://127.0.0.1:8080/ui/",
+    ]

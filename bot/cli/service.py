@@ -6,12 +6,16 @@ import errno
 import signal
 import socket
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
 from bot.cli.base import CommandFailed, Context, UserError, note, pass_context
 from bot.services import Services
 from bot.worker import Worker, start_thread
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 
 @click.command()
@@ -40,10 +44,37 @@ def serve(ctx: Context, host: str, port: int, threads: int) -> None:
     server = EmbeddedServer(ctx.settings, host, port, threads)
     where = f"[{host}]" if ":" in host else host
     note(f"playbook-bot listening on http://{where}:{port} (POST /webhooks/github, /webhooks/jira)")
+    note(web_page(ctx.settings, host, port))
     if server.setup_token:
         base = ctx.settings.public_url or f"http://{where}:{port}"
         note(f"no GitHub App is set up yet: open {base}/setup?token={server.setup_token}")
     server.run()
+
+
+# A server listening on every address is reached on this machine as localhost.
+_EVERY_ADDRESS = ("0.0.0.0", "::", "")
+
+
+def web_page(settings: Settings, host: str, port: int) -> str:
+    """The start-up line for people: the web page's address and how to log in (which variable
+    holds the token, never its value)."""
+    if host in _EVERY_ADDRESS:
+        address = f"http://localhost:{port}/ui/ (or this machine's name)"
+    else:
+        address = f"http://{f'[{host}]' if ':' in host else host}:{port}/ui/"
+    public = "read-only pages open to anyone (PLAYBOOK_UI_PUBLIC_READ)"
+    if settings.api_token and settings.ui_public_read:
+        login = f"{public}; log in with the token in PLAYBOOK_API_TOKEN to change things"
+    elif settings.api_token:
+        login = "log in with the token in PLAYBOOK_API_TOKEN"
+    elif settings.ui_public_read:
+        login = f"{public}; no login until PLAYBOOK_API_TOKEN is set"
+    else:
+        login = (
+            "logins are off: set PLAYBOOK_API_TOKEN to a token of your choosing, restart, and "
+            "log in with it (or PLAYBOOK_UI_PUBLIC_READ=true to read without one)"
+        )
+    return f"web page: {address}; {login}"
 
 
 def cannot_listen(host: str, port: int, error: OSError) -> str:

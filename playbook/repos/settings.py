@@ -51,12 +51,28 @@ class AgentsMd(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Strict: `true` is not 1, `'3'` is not 3 (see strict_yaml for what YAML reads as what).
-    enabled: StrictBool = False
+    # Each description is the key's help in an editor (the JSON Schema, playbook/repos/schema).
+    enabled: StrictBool = Field(
+        False,
+        description="true: the bot keeps a block of the playbook's best lessons in the rule file "
+        "at `path`, proposed in one pull request.",
+    )
     path: Literal[
         "AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md", ".cursor/rules/playbook.mdc"
-    ] = "AGENTS.md"
-    max_chars: StrictInt = Field(8000, ge=500, le=32_000)
-    pause_days: StrictInt = Field(30, ge=1, le=365)
+    ] = Field("AGENTS.md", description="The rule file the block of lessons is kept in.")
+    max_chars: StrictInt = Field(
+        8000,
+        ge=500,
+        le=32_000,
+        description="The most characters the block may take, markers included (500 to 32,000).",
+    )
+    pause_days: StrictInt = Field(
+        30,
+        ge=1,
+        le=365,
+        description="Days the sync pauses after someone closes its pull request unmerged "
+        "(1 to 365).",
+    )
 
 
 class RepoSettings(BaseModel):
@@ -65,19 +81,77 @@ class RepoSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Strict numbers and booleans: a file saying `holdout_percent: true` or `max_lessons: '3'`
-    # is refused with the key named, not read as 1 or 3.
-    enabled: StrictBool = True
-    scope: str | None = Field(None, min_length=1, max_length=200)
-    comment: StrictBool = True
-    max_lessons: StrictInt | None = Field(None, ge=1, le=20)
+    # is refused with the key named, not read as 1 or 3. "Unset" in a description is None: the
+    # installation's own setting applies.
+    enabled: StrictBool = Field(
+        True, description="false: the bot leaves this repository's issues and pull requests alone."
+    )
+    scope: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The lessons scope of this repository's tickets, one word starting with the "
+        "repository's owner, such as octo-org/shared (repositories of one owner may share "
+        "lessons). Unset: the repository itself, owner/name.",
+        # What the validator below and parse()'s owner check ask, as far as a schema can say.
+        json_schema_extra={"pattern": r"^[^\s/]+/\S*$"},
+    )
+    comment: StrictBool = Field(
+        True, description="false: no lessons comment on new issues (outcomes still count)."
+    )
+    max_lessons: StrictInt | None = Field(
+        None,
+        ge=1,
+        le=20,
+        description="Lessons in a comment, 1 to 20. Unset: PLAYBOOK_LESSONS_PER_TICKET.",
+    )
     # The relevance floor a comment's best lesson must reach (0: speak on every ticket).
-    min_relevance: float | None = Field(None, ge=0, le=1)
-    demote_policy: DemotePolicy | None = None
-    capture_from_reviews: CaptureSetting | None = None
-    holdout_percent: StrictInt | None = Field(None, ge=0, le=50)
-    context_budget: StrictInt | None = Field(None, ge=2000, le=32_000)
-    ignore_labels: list[str] = Field(default_factory=list, max_length=100)
-    agents_md: AgentsMd = Field(default_factory=AgentsMd)
+    min_relevance: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="The relevance a comment's best lesson must reach, a number from 0 to 1 "
+        "such as 0.05 (0: comment on every ticket a lesson shares a word with). Unset: "
+        "PLAYBOOK_MIN_RELEVANCE.",
+    )
+    demote_policy: DemotePolicy | None = Field(
+        None,
+        description="When a pull request closed unmerged demotes its tickets' lessons: always, "
+        "or needs-review (only when the pull request or a ticket is flagged for human review). "
+        "Unset: PLAYBOOK_DEMOTE_POLICY.",
+    )
+    capture_from_reviews: CaptureSetting | None = Field(
+        None,
+        description="Where proposed lessons from review feedback come from: off, heuristic, or "
+        "model (the heuristic when no model is set). Unset: PLAYBOOK_CAPTURE_FROM_REVIEWS.",
+    )
+    holdout_percent: StrictInt | None = Field(
+        None,
+        ge=0,
+        le=50,
+        description="This repository's share of tickets held out (shown no lessons) while the "
+        "installation's experiment runs, 0 to 50; 0 keeps its tickets out of it. Unset: the "
+        "experiment's share.",
+    )
+    context_budget: StrictInt | None = Field(
+        None,
+        ge=2000,
+        le=32_000,
+        description="Characters of lessons this repository's scope may fill, 2,000 to 32,000 "
+        "(past 75%, consolidation is proposed). Unset: PLAYBOOK_CONTEXT_BUDGET.",
+    )
+    ignore_labels: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Issues with one of these labels (compared without case) get no comment.",
+        # The items' bounds are the validator's below.
+        json_schema_extra={"items": {"type": "string", "minLength": 1, "maxLength": 100}},
+    )
+    agents_md: AgentsMd = Field(
+        default_factory=AgentsMd,
+        description="Keep the playbook's best lessons in a rule file agents read (AGENTS.md, "
+        "CLAUDE.md, ...), through one pull request.",
+    )
 
     @field_validator("scope")
     @classmethod
@@ -155,10 +229,11 @@ class Parsed:
     problems: list[Problem]
 
 
-def parse(content: bytes, file: str, owner: str) -> Parsed:
-    """Check one settings file; ``owner`` is the repository's owner (a scope must be its own)."""
+def parse(content: bytes, file: str, owner: str | None) -> Parsed:
+    """Check one settings file; ``owner`` is the repository's owner (a scope must be its own),
+    None when it is not known (a local file checked alone): a scope's owner is not checked."""
     if len(content) > MAX_FILE_BYTES:
-        return _bad(file, None, None, f"is {len(content):,} bytes; at most {MAX_FILE_BYTES:,}")
+        return too_big(file, len(content))
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -190,7 +265,12 @@ def parse(content: bytes, file: str, owner: str) -> Parsed:
         more = len(problems) - MAX_PROBLEMS + 1
         problems = [*problems[: MAX_PROBLEMS - 1], Problem(file, None, None, f"{more} more")]
     scope = loaded.get("scope")
-    if isinstance(scope, str) and not problems and not scope.strip().startswith(f"{owner}/"):
+    if (
+        isinstance(scope, str)
+        and owner is not None
+        and not problems
+        and not scope.strip().startswith(f"{owner}/")
+    ):
         problems.append(
             Problem(
                 file,
@@ -202,6 +282,11 @@ def parse(content: bytes, file: str, owner: str) -> Parsed:
     if problems:
         return Parsed(None, problems)
     return Parsed(loaded, [])
+
+
+def too_big(file: str, size: int) -> Parsed:
+    """The problem of a file over MAX_FILE_BYTES (``size`` bytes), read whole or not."""
+    return _bad(file, None, None, f"is {size:,} bytes; at most {MAX_FILE_BYTES:,}")
 
 
 def _bad(file: str, key: str | None, line: int | None, message: str) -> Parsed:

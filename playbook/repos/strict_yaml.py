@@ -18,6 +18,10 @@ import yaml
 # 18 digits, so Python never converts a 5,000-digit run (that raises ValueError) and the match
 # is one linear pass. Longer runs stay strings and are refused as not a whole number.
 _INT = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,17})\Z")
+# Decimal fractions with a point, as YAML 1.2 writes them (0.05, .5, 1.0e-2): the only float
+# setting, min_relevance, is one. No `1_0.5` or `1:20.5` (YAML 1.1), no .inf or .nan; bounded
+# runs, one linear pass. A whole-number key refuses a float as it refuses the string.
+_FLOAT = re.compile(r"[-+]?(?:[0-9]{1,18}\.[0-9]{0,18}|\.[0-9]{1,18})(?:[eE][-+][0-9]{1,3})?\Z")
 _BOOL = re.compile(r"(?:true|True|TRUE|false|False|FALSE)\Z")
 _NULL = re.compile(r"(?:~|null|Null|NULL|)\Z")
 
@@ -25,8 +29,8 @@ _NULL = re.compile(r"(?:~|null|Null|NULL|)\Z")
 class SettingsLoader(yaml.SafeLoader):
     """SafeLoader with YAML 1.2's core spellings for true/false and null, and decimal integers.
 
-    No floats, dates or merge keys: no setting takes one, and a value written so is refused
-    by the key's check as the string it is.
+    Floats only as decimal fractions with a point; no dates or merge keys: no setting takes
+    one, and a value written so is refused by the key's check as the string it is.
     """
 
     # Not the parent's table: only the resolvers added below.
@@ -36,6 +40,8 @@ class SettingsLoader(yaml.SafeLoader):
 SettingsLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
 SettingsLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
 SettingsLoader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""])
+# After the int resolver: `5` is a whole number, `5.0` a float.
+SettingsLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+.0123456789"))
 
 
 # SafeConstructor's bool reads the YAML 1.1 table (yes, on...); only true/false arrive here
@@ -54,5 +60,13 @@ def _strict_int(loader: SettingsLoader, node: yaml.ScalarNode) -> Any:
     return int(value)
 
 
+def _strict_float(loader: SettingsLoader, node: yaml.ScalarNode) -> Any:
+    value = str(loader.construct_scalar(node))
+    if not _FLOAT.match(value):
+        return value  # `!!float 1_0.5` or `!!float .inf`: a string for the check to refuse
+    return float(value)
+
+
 SettingsLoader.add_constructor("tag:yaml.org,2002:bool", _strict_bool)
+SettingsLoader.add_constructor("tag:yaml.org,2002:float", _strict_float)
 SettingsLoader.add_constructor("tag:yaml.org,2002:int", _strict_int)

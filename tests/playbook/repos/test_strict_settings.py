@@ -113,6 +113,31 @@ def test_decimal_numbers_are_read(key: str) -> None:
         assert getattr(inner, key.rsplit(".", 1)[-1]) == value
 
 
+@pytest.mark.parametrize(
+    ("spelling", "value"), [("0.05", 0.05), (".5", 0.5), ("1.0", 1.0), ("5.0e-2", 0.05), ("0", 0)]
+)
+def test_the_relevance_floor_is_read_as_the_fraction_every_yaml_reads(
+    spelling: str, value: float
+) -> None:
+    # The README's own example, `min_relevance: 0.05`, was once refused as the string '0.05'.
+    parsed = parse(f"min_relevance: {spelling}\n".encode(), FILE, "octo-org")
+    assert parsed.problems == []
+    chosen, _ = resolve(None, parsed.values)
+    assert chosen.min_relevance == value
+
+
+@pytest.mark.parametrize("spelling", ["1_0.5", ".inf", ".nan", "1e-2", "!!float 1_0.5", "'0.05'"])
+def test_a_fraction_spelt_as_only_yaml_1_1_reads_it_is_refused(spelling: str) -> None:
+    found_key, _, message = _only_problem(f"min_relevance: {spelling}\n".encode())
+    assert (found_key, message) == ("min_relevance", "must be a number from 0 to 1, such as 0.05")
+
+
+def test_a_fraction_is_not_a_whole_number() -> None:
+    found_key, _, message = _only_problem(b"max_lessons: 3.0\n")
+    assert found_key == "max_lessons"
+    assert message.startswith("must be a whole number"), message
+
+
 @pytest.mark.parametrize("spelling", ["true", "True", "TRUE", "false", "False", "FALSE"])
 def test_true_and_false_are_read_in_the_spellings_every_yaml_reads_alike(spelling: str) -> None:
     parsed = parse(f"comment: {spelling}\n".encode(), FILE, "octo-org")
