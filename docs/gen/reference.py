@@ -1,7 +1,7 @@
 """Write the generated reference pages of docs/reference/ from the code (`--check` compares).
 
-    python docs/gen/reference.py          # rewrite the pages
-    python docs/gen/reference.py --check  # exit 1, naming each page, when one is out of date
+python docs/gen/reference.py          # rewrite the pages
+python docs/gen/reference.py --check  # exit 1, naming each page, when one is out of date
 """
 
 from __future__ import annotations

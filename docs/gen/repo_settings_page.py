@@ -89,9 +89,7 @@ def render() -> str:
             raise SystemExit(f"{key}: no description in the model nor a note in {NOTES.name}")
         what = " ".join(what.split()).replace("|", "\\|")
         type_text = _type(field, definitions).replace("|", "\\|")
-        rows.append(
-            f"| `{key}` | {type_text} | {_default(default)} | {_bounds(field)} | {what} |"
-        )
+        rows.append(f"| `{key}` | {type_text} | {_default(default)} | {_bounds(field)} | {what} |")
 
     for key, field in schema["properties"].items():
         if key == "agents_md":

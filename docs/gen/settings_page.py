@@ -96,7 +96,10 @@ def render() -> str:
         name = str(field.validation_alias)
         names.append(name)
         lines.append(f"## `{name}`\n")
-        facts = [f"**Type:** {type_name(field.annotation)}", f"**Default:** {default_text(name, field)}"]
+        facts = [
+            f"**Type:** {type_name(field.annotation)}",
+            f"**Default:** {default_text(name, field)}",
+        ]
         if bounds := bounds_text(field):
             facts.append(f"**Bounds:** {bounds}")
         lines.append(" · ".join(facts) + "\n")
