@@ -14,6 +14,8 @@ The convention (docs/development.md, "The docs' commands"):
   `<!-- docs-test: no-playbook -->`: then its first command meets no database, as a new user's.
 - `<!-- docs-test: demo-lessons -->` anywhere on a page seeds its playbook with the demo's
   lessons before its first block.
+- `<!-- docs-test: printed by COMMAND -->` before a block says its lines are part of what the
+  page shows `$ COMMAND` printing (a sample quoted before the command is run).
 - `<!-- docs-test: file NAME -->` before a block of any language writes the block, as shown,
   to the file NAME of the page's directory when the page's run reaches it.
 
@@ -36,6 +38,7 @@ NOT_RUN = re.compile(r"^<!-- not run: \S.* -->$")
 DEMO_LESSONS = "<!-- docs-test: demo-lessons -->"
 NO_PLAYBOOK = "<!-- docs-test: no-playbook -->"
 WRITES_FILE = re.compile(r"^<!-- docs-test: file (\S+) -->$")
+PRINTED_BY = re.compile(r"^<!-- docs-test: printed by (.+) -->$")
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 ELLIPSIS = "..."
 # Catches a hang, not a slow machine: the slowest command shown (`pip install .`) takes well
@@ -64,6 +67,8 @@ class Block:
     # The file this block's text is written to (`<!-- docs-test: file NAME -->`), and the text.
     writes: str | None = None
     text: str = ""
+    # The command whose output, as the page shows it, holds this block's lines.
+    printed_by: str | None = None
 
 
 def blocks(path: Path) -> list[Block]:
@@ -89,6 +94,10 @@ def blocks(path: Path) -> list[Block]:
         if written := WRITES_FILE.match(before):
             text = "".join(line + "\n" for line in body)
             found.append(Block(path, body_start, language, None, [], written.group(1), text))
+            continue
+        if printed := PRINTED_BY.match(before):
+            text = "".join(line + "\n" for line in body)
+            found.append(Block(path, body_start, language, None, [], None, text, printed.group(1)))
             continue
         if language not in SHELLS:
             continue

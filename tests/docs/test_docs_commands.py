@@ -42,12 +42,31 @@ def test_every_shell_block_is_run_or_says_why() -> None:
         for block in blocks(path)
         if block.skipped is None
         and block.writes is None
+        and block.printed_by is None
         and (block.language != "console" or not block.commands)
     ]
     assert not unmarked, (
         "shell blocks neither run nor marked: make them ```console blocks of `$ ` lines, or put"
         f" `<!-- not run: why -->` before them: {unmarked}"
     )
+
+
+def test_quoted_samples_are_in_the_output_shown() -> None:
+    """A sample quoted apart from its command (the README's comment) is, line for line, in the
+    output the page shows for that command, which the slow tests check against a real run."""
+    for path in [README, *PAGES]:
+        found = blocks(path)
+        for sample in (block for block in found if block.printed_by):
+            shown = [
+                "\n".join(command.shown)
+                for block in found
+                for command in block.commands
+                if command.text == sample.printed_by
+            ]
+            assert shown, f"{path.name}:{sample.line}: no `$ {sample.printed_by}` on the page"
+            assert any(sample.text.rstrip("\n") in output for output in shown), (
+                f"{path.name}:{sample.line}: the sample is not in what `{sample.printed_by}` shows"
+            )
 
 
 def check_page(path: Path, workdir: Path) -> None:
