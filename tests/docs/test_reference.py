@@ -87,3 +87,12 @@ def test_every_api_operation_and_mcp_tool_is_listed(generated: dict[str, str]) -
                 assert f"`{method.upper()} {path}`" in generated["api.md"]
     for tool in ("search_lessons", "get_lesson", "record_usage", "propose_lesson"):
         assert f"### `{tool}`" in generated["mcp.md"]
+
+
+def test_the_command_table_names_every_command() -> None:
+    """docs/cli.md's hand-written tour names each top-level command (it once lacked four)."""
+    from bot.cli import COMMANDS
+
+    table = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    missing = [name for name in COMMANDS if f"`{name}" not in table]
+    assert not missing, f"docs/cli.md's table lacks {missing}"
