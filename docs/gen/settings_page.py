@@ -27,7 +27,8 @@ INTRO = """\
 Every setting is an environment variable, or a line `NAME=value` of a `.env` file in the
 working directory (see `.env.example`). A value outside its bounds or of the wrong type stops
 the process at start with one line naming the variable; secrets never appear in that line,
-in logs or in replies.
+in logs or in replies. A boolean is `true`/`false` (or `1`/`0`); a schedule (`*_SCHEDULE`) is a
+crontab expression, in UTC.
 
 One more variable is read by prometheus-client itself, from the process environment (not
 `.env`): `PROMETHEUS_MULTIPROC_DIR`, one directory that the web and worker processes of a host
