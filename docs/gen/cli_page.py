@@ -92,7 +92,8 @@ def render() -> str:
     """The page: the root's options, then every command in the order `--help` lists them."""
     from bot.cli import main
 
-    root = click.Context(main, info_name="playbook-bot")
+    # A fixed width: the page must not depend on the terminal it was generated in.
+    root = click.Context(main, info_name="playbook-bot", terminal_width=100, max_content_width=100)
     lines = [INTRO, "## `playbook-bot`\n"]
     lines.append(f"```text\n{main.get_usage(root)}\n```\n")
     lines.append("| option | value | default | what it does |")

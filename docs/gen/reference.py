@@ -6,16 +6,12 @@ python docs/gen/reference.py --check  # exit 1, naming each page, when one is ou
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE.parent / "reference"
 sys.path.insert(0, str(HERE))
-
-# The pages must not depend on who generates them: no .env, a fixed terminal width.
-os.environ["COLUMNS"] = "100"
 
 import api_page  # noqa: E402
 import cli_page  # noqa: E402

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -29,18 +30,22 @@ def generated(reference: ModuleType) -> dict[str, str]:
     return reference.pages()
 
 
-@pytest.mark.parametrize(
-    "name", ["settings.md", "cli.md", "api.md", "openapi.json", "mcp.md", "repo-settings.md"]
-)
-def test_committed_page_is_what_the_code_generates(
-    name: str, generated: dict[str, str], reference: ModuleType
-) -> None:
+def test_committed_pages_are_what_the_code_generates() -> None:
     """A setting, command, option, route, tool or key changed without rerunning the generator
-    fails here, naming the command that brings the page up to date."""
-    committed = (ROOT / "docs" / "reference" / name).read_text(encoding="utf-8")
-    assert committed == generated[name], (
-        f"docs/reference/{name} is out of date: run `python docs/gen/reference.py`"
+    fails here, naming the pages and the command that brings them up to date.
+
+    The generator runs in its own interpreter, as a developer runs it: the OpenAPI document
+    the app builds differs once pytest is imported (a parameter's bounds go missing), and the
+    page must show what a running server serves."""
+    checked = subprocess.run(
+        [sys.executable, str(GENERATOR), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-2000:]
 
 
 def test_every_setting_is_explained(generated: dict[str, str]) -> None:
