@@ -6,6 +6,8 @@ import inspect
 import json
 from typing import Any
 
+from markdown_text import cell, prose
+
 INTRO = """\
 # HTTP API reference
 
@@ -41,10 +43,6 @@ def document() -> dict[str, Any]:
     return create_app(settings).test_client().get("/api/v1/openapi.json").get_json()
 
 
-def _cell(text: str | None) -> str:
-    return " ".join((text or "").split()).replace("|", "\\|")
-
-
 def _type(schema: dict[str, Any]) -> str:
     """A schema's type in a few words, linking to a named schema."""
     if "$ref" in schema:
@@ -77,7 +75,7 @@ def _operation(path: str, method: str, operation: dict[str, Any], lines: list[st
     if operation.get("summary"):
         lines.append(f"**{operation['summary']}**\n")
     if operation.get("description"):
-        lines.append(inspect.cleandoc(operation["description"]) + "\n")
+        lines.append(prose(inspect.cleandoc(operation["description"])) + "\n")
     parameters = operation.get("parameters", [])
     if parameters:
         lines.append("| parameter | in | type | required | bounds | what it is |")
@@ -87,7 +85,7 @@ def _operation(path: str, method: str, operation: dict[str, Any], lines: list[st
             lines.append(
                 f"| `{parameter['name']}` | {parameter['in']} | {_type(schema)} "
                 f"| {'yes' if parameter.get('required') else 'no'} | {_bounds(schema)} "
-                f"| {_cell(parameter.get('description') or schema.get('description'))} |"
+                f"| {cell(parameter.get('description') or schema.get('description'))} |"
             )
         lines.append("")
     body = operation.get("requestBody")
@@ -101,7 +99,7 @@ def _operation(path: str, method: str, operation: dict[str, Any], lines: list[st
             f"{_type(content.get('schema', {}))} (`{media}`)"
             for media, content in response.get("content", {}).items()
         ]
-        what = _cell(response.get("description"))
+        what = cell(response.get("description"))
         lines.append(f"| {code} | {what}{': ' + ', '.join(kinds) if kinds else ''} |")
     lines.append("")
 
@@ -109,7 +107,7 @@ def _operation(path: str, method: str, operation: dict[str, Any], lines: list[st
 def _schema(name: str, schema: dict[str, Any], lines: list[str]) -> None:
     lines.append(f"### {name}\n")
     if schema.get("description"):
-        lines.append(" ".join(schema["description"].split()) + "\n")
+        lines.append(cell(schema["description"]) + "\n")
     properties = schema.get("properties", {})
     if not properties:
         lines.append(f"Type: {_type(schema)}\n")
@@ -120,7 +118,7 @@ def _schema(name: str, schema: dict[str, Any], lines: list[str]) -> None:
     for field, spec in properties.items():
         lines.append(
             f"| `{field}` | {_type(spec)} | {'yes' if field in required else 'no'} "
-            f"| {_bounds(spec)} | {_cell(spec.get('description'))} |"
+            f"| {_bounds(spec)} | {cell(spec.get('description'))} |"
         )
     lines.append("")
 
@@ -128,7 +126,8 @@ def _schema(name: str, schema: dict[str, Any], lines: list[str]) -> None:
 def render(spec: dict[str, Any] | None = None) -> tuple[str, str]:
     """The page and the OpenAPI document as committed JSON."""
     spec = spec or document()
-    lines = [INTRO.format(description=spec["info"].get("description", "")), "## Operations\n"]
+    description = prose(spec["info"].get("description", ""))
+    lines = [INTRO.format(description=description), "## Operations\n"]
     for tag in [t["name"] for t in spec.get("tags", [])] + [None]:
         operations = [
             (path, method, item[method])

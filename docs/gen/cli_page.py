@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import click
+from markdown_text import cell, prose
 
 INTRO = """\
 # Command-line reference
@@ -39,11 +40,6 @@ def _default(param: click.Parameter, ctx: click.Context) -> str:
     return f"`{default}`"
 
 
-def _cell(text: str) -> str:
-    """``text`` fit for one table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def _option_rows(command: click.Command, ctx: click.Context) -> list[str]:
     rows = []
     for param in command.get_params(ctx):
@@ -62,7 +58,7 @@ def _option_rows(command: click.Command, ctx: click.Context) -> list[str]:
                 help_text = "Required. " + help_text
             if param.multiple:
                 help_text += " (repeatable)"
-        rows.append(f"| {name} | {_type(param)} | {_default(param, ctx)} | {_cell(help_text)} |")
+        rows.append(f"| {name} | {_type(param)} | {_default(param, ctx)} | {cell(help_text)} |")
     return rows
 
 
@@ -73,7 +69,7 @@ def _section(command: click.Command, ctx: click.Context, lines: list[str]) -> No
     lines.append(f"{level} `{path}`\n")
     if command.help:
         help_text = inspect.cleandoc(command.help.split("\f")[0])
-        lines.append(help_text + "\n")
+        lines.append(prose(help_text) + "\n")
     lines.append(f"```text\n{command.get_usage(ctx)}\n```\n")
     rows = _option_rows(command, ctx)
     if rows:

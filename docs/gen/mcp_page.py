@@ -6,6 +6,8 @@ import inspect
 import json
 from typing import Any
 
+from markdown_text import cell, prose
+
 INTRO = """\
 # MCP tools reference
 
@@ -40,10 +42,6 @@ def listed() -> dict[str, Any]:
 
     anyio.run(session)
     return found
-
-
-def _cell(text: str | None) -> str:
-    return " ".join((text or "").split()).replace("|", "\\|")
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -86,7 +84,7 @@ def _fields(schema: dict[str, Any], lines: list[str]) -> None:
         default = f"`{json.dumps(spec['default'])}`" if "default" in spec else ""
         lines.append(
             f"| `{name}` | {_type(spec)} | {'yes' if name in required else 'no'} | {default} "
-            f"| {_bounds(spec)} | {_cell(spec.get('description'))} |"
+            f"| {_bounds(spec)} | {cell(spec.get('description'))} |"
         )
     lines.append("")
 
@@ -99,7 +97,7 @@ def render() -> str:
         lines.append(f"### `{tool.name}`\n")
         if tool.title:
             lines.append(f"**{tool.title}**\n")
-        lines.append(inspect.cleandoc(tool.description or "") + "\n")
+        lines.append(prose(inspect.cleandoc(tool.description or "")) + "\n")
         if tool.annotations is not None:
             hints = [
                 word
@@ -119,10 +117,10 @@ def render() -> str:
             _fields(tool.output_schema, lines)
     lines.append("## Resources\n")
     for template in found["templates"]:
-        lines.append(f"- `{template.uri_template}`: {_cell(template.description)}")
+        lines.append(f"- `{template.uri_template}`: {cell(template.description)}")
     for resource in found["resources"]:
-        lines.append(f"- `{resource.uri}`: {_cell(resource.description)}")
+        lines.append(f"- `{resource.uri}`: {cell(resource.description)}")
     lines.append("\n## Prompts\n")
     for prompt in found["prompts"]:
-        lines.append(f"- `{prompt.name}`: {_cell(prompt.description)}")
+        lines.append(f"- `{prompt.name}`: {cell(prompt.description)}")
     return "\n".join(lines) + "\n"

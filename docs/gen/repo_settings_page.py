@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from markdown_text import cell
 
 NOTES = Path(__file__).with_name("repo_setting_notes.yaml")
 
@@ -87,7 +88,7 @@ def render() -> str:
         what = field.get("description") or notes.get(key)
         if not what:
             raise SystemExit(f"{key}: no description in the model nor a note in {NOTES.name}")
-        what = " ".join(what.split()).replace("|", "\\|")
+        what = cell(what)
         type_text = _type(field, definitions).replace("|", "\\|")
         rows.append(f"| `{key}` | {type_text} | {_default(default)} | {_bounds(field)} | {what} |")
 

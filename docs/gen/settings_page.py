@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from markdown_text import prose
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
@@ -105,9 +106,9 @@ def render() -> str:
             facts.append(f"**Bounds:** {bounds}")
         lines.append(" · ".join(facts) + "\n")
         if field.description:
-            lines.append(field.description + "\n")
+            lines.append(prose(field.description) + "\n")
         if name in kept:
-            lines.append(" ".join(kept[name].split()) + "\n")
+            lines.append(" ".join(prose(kept[name]).split()) + "\n")
     unknown = sorted(set(kept) - set(names))
     if unknown:
         raise SystemExit(f"{NOTES.name} has notes for settings that do not exist: {unknown}")
