@@ -11,7 +11,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE.parent / "reference"
-sys.path.insert(0, str(HERE))
+# This checkout's code, before any other install of it the interpreter may know of (an
+# editable install of another worktree): the pages describe the code beside them.
+sys.path[:0] = [str(HERE.parents[1]), str(HERE)]
 
 import api_page  # noqa: E402
 import cli_page  # noqa: E402

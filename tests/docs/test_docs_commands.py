@@ -75,6 +75,10 @@ def check_page(path: Path, workdir: Path) -> None:
     home.mkdir(exist_ok=True)
     env = clean_environment(home)
     env["PWD"] = str(workdir)
+    if path != README:
+        # This checkout's code, whatever checkout the virtualenv's install points at. The
+        # README's commands install their own copy instead.
+        env["PYTHONPATH"] = str(ROOT)
     state = workdir.parent / f"{workdir.name}-env"
     page = path.read_text(encoding="utf-8")
     if NO_PLAYBOOK not in page and path != README:

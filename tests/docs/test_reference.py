@@ -34,9 +34,7 @@ def test_committed_pages_are_what_the_code_generates() -> None:
     """A setting, command, option, route, tool or key changed without rerunning the generator
     fails here, naming the pages and the command that brings them up to date.
 
-    The generator runs in its own interpreter, as a developer runs it: the OpenAPI document
-    the app builds differs once pytest is imported (a parameter's bounds go missing), and the
-    page must show what a running server serves."""
+    The generator runs in its own interpreter, exactly as a developer runs it."""
     checked = subprocess.run(
         [sys.executable, str(GENERATOR), "--check"],
         cwd=ROOT,
