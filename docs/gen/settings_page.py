@@ -16,7 +16,8 @@ from pydantic.fields import FieldInfo
 
 NOTES = Path(__file__).with_name("setting_notes.yaml")
 # A default of any of these is never printed, whatever it is: the page is public.
-SECRET_WORDS = re.compile(r"SECRET|TOKEN|KEY|PASSWORD|SALT|PAT\b", re.IGNORECASE)
+# (PLAYBOOK_MODEL_DAILY_TOKENS is a budget, not a token.)
+SECRET_WORDS = re.compile(r"(SECRET|(?<!DAILY)_TOKENS?|_KEY|_PAT|_SALT|PASSWORD)$")
 BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
 LENGTHS = {"min_length": "at least {} characters", "max_length": "at most {} characters"}
 

@@ -54,6 +54,26 @@ def test_every_setting_is_explained(generated: dict[str, str]) -> None:
     for field in Settings.model_fields.values():
         assert f"## `{field.validation_alias}`" in page
     assert "sqlite:///playbook.db" in page  # an ordinary default is shown
+    assert "**Default:** `1000000`" in page  # PLAYBOOK_MODEL_DAILY_TOKENS is a budget
+
+
+def test_no_secret_has_its_default_printed(reference: ModuleType) -> None:
+    """Even a secret given a default in the code (as a test or a fork might) stays off the page."""
+    from pydantic import SecretStr
+    from pydantic.fields import FieldInfo
+
+    settings_page = reference.settings_page  # as the generator imported it
+
+    for name in (
+        "GITHUB_WEBHOOK_SECRET",
+        "PLAYBOOK_API_TOKEN",
+        "PLAYBOOK_MODEL_API_KEY",
+        "JIRA_PAT",
+    ):
+        shown = settings_page.default_text(name, FieldInfo(default="hunter2-secret"))
+        assert "hunter2" not in shown
+    salt = FieldInfo(default=SecretStr("hunter2-salt"))
+    assert "hunter2" not in settings_page.default_text("PLAYBOOK_EXPERIMENT_SALT", salt)
 
 
 def test_every_command_and_option_is_listed(generated: dict[str, str]) -> None:
