@@ -107,8 +107,8 @@ def _dockerfile() -> list[tuple[str, str]]:
 
 
 def _readme_gunicorn() -> list[str]:
-    """The gunicorn command of the README's production layout."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The gunicorn command of the docs' production layout."""
+    readme = (ROOT / "docs" / "production.md").read_text(encoding="utf-8")
     layout = readme.split("### Production layout", 1)[1]
     line = next(ln for ln in layout.splitlines() if ln.startswith("gunicorn "))
     return shlex.split(line.split("#", 1)[0])

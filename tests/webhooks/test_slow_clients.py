@@ -1,4 +1,4 @@
-"""Slow clients cannot take the bot offline: `serve` and the README's gunicorn command answer.
+"""Slow clients cannot take the bot offline: `serve` and the documented gunicorn command answer.
 
 Fifty connections trickle their requests (half the header lines, half the body, each opened
 again when the server closes it) while a normal `/healthz` and a signed delivery must still
@@ -57,8 +57,8 @@ def free_port() -> int:
 
 
 def production_command(port: int) -> list[str]:
-    """The README's production gunicorn command, bound to a local port."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The docs' production gunicorn command, bound to a local port."""
+    readme = (ROOT / "docs" / "production.md").read_text(encoding="utf-8")
     layout = readme.split("### Production layout", 1)[1]
     line = next(ln for ln in layout.splitlines() if ln.startswith("gunicorn "))
     args = shlex.split(line.split("#", 1)[0])

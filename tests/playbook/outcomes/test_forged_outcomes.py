@@ -322,9 +322,9 @@ def test_mcp_writes_past_the_limit_are_a_tool_error_saying_when_to_retry(
     anyio.run(session)
 
 
-def test_the_readme_states_the_bound_the_rule_keeps() -> None:
+def test_the_docs_state_the_bound_the_rule_keeps() -> None:
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
     assert Fraction(1, 6) == self_reports.MAX_CONFIDENCE_SHIFT
     assert self_reports.RATINGS_PER_SOURCE == 1
     assert "at most one rating" in readme and "1/6" in readme
