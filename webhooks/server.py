@@ -77,7 +77,7 @@ class EmbeddedServer:
         self.settings = settings
         self.application = create_app(settings)
         # The one-time token of the setup page, when no GitHub App is set up yet (else None).
-        self.setup_token = setup.announce(self.application)
+        self.setup_token = setup.announce(self.application, echo=False)
         self._stop = threading.Event()
         self._scheduler: Any = None
         self.server = create_server(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,8 +51,10 @@ def needs_setup(settings: Settings) -> bool:
     return not settings.credentials_file.exists()
 
 
-def announce(app: Flask) -> str | None:
-    """Make the setup token when no App is set up, log where to use it, and return it.
+def announce(app: Flask, *, echo: bool = True) -> str | None:
+    """Make the setup token when no App is set up, print where to use it, and return it.
+
+    With ``echo`` the address is printed on stderr (`serve` prints its own line instead).
 
     `serve` and the gunicorn entry point call this at start; apps made for tests do not, so
     building one writes no file.
@@ -67,7 +71,16 @@ def announce(app: Flask) -> str | None:
     app.extensions[_TOKEN_KEY] = token
     address = f"{settings.public_url or ''}/setup?token={token}"
     where = "" if settings.public_url else " on this server's address"
-    log.warning("No GitHub App is set up yet: open %s%s to register one", address, where)
+    # The log masks credentials, the token too: the address goes to the process's own output
+    # (gunicorn's and Compose's log), as notebook servers print theirs, and the log says where.
+    if echo:
+        message = f"No GitHub App is set up yet: open {address}{where} to register one"
+        print(message, file=sys.stderr, flush=True)
+    log.warning(
+        "No GitHub App is set up yet: open the setup address printed on the server's output "
+        "(the token is also in %s) to register one",
+        Path(settings.data_dir) / app_credentials.TOKEN_FILE_NAME,
+    )
     return token
 
 

@@ -314,3 +314,20 @@ def test_a_second_app_never_replaces_the_first(first_run: Flask, fake: FakeGitHu
         app_credentials.write(tmp_path / "github-app.json", other)
     assert json.loads((tmp_path / "github-app.json").read_text()) == stored
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_the_setup_address_is_printed_whole_and_the_log_never_holds_the_token(
+    settings: Settings, engine: Engine, tmp_path: Path, capsys, caplog
+) -> None:
+    # As gunicorn's entry point announces it: the log masks credentials, so the address goes to
+    # the process's output, where `docker compose logs web` shows it.
+    configured = settings.model_copy(
+        update={"data_dir": str(tmp_path), "public_url": "https://playbook.example.com"}
+    )
+    app = create_app(configured, engine=engine)
+    with caplog.at_level("WARNING"):
+        token = setup.announce(app)
+    assert token and token == _token(app)
+    printed = capsys.readouterr().err
+    assert f"open https://playbook.example.com/setup?token={token} to register one" in printed
+    assert token not in caplog.text and "setup-token" in caplog.text
