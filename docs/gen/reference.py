@@ -24,6 +24,8 @@ import settings_page  # noqa: E402
 
 def pages() -> dict[str, str]:
     """Each generated file's name under docs/reference/, with its text."""
+    from playbook.repos.schema import schema_text
+
     api, openapi = api_page.render()
     return {
         "settings.md": settings_page.render(),
@@ -32,6 +34,8 @@ def pages() -> dict[str, str]:
         "openapi.json": openapi,
         "mcp.md": mcp_page.render(),
         "repo-settings.md": repo_settings_page.render(),
+        # The settings file's schema where editors can be pointed at it, as the package ships it.
+        "playbook-bot.schema.json": schema_text(),
     }
 
 

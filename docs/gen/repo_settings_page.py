@@ -19,7 +19,8 @@ by hand. -->
 Every key a repository's (or its organisation's) `.github/playbook-bot.yml` may hold, with its
 type, default and bounds as the bot checks them. Every key is optional; a key left out takes
 the installation's setting named beside it. [Per-repository settings](../repo-settings.md)
-tells how the files are found, merged and read.
+tells how the files are found, merged and read. The same keys as a JSON Schema, for editors:
+[playbook-bot.schema.json](playbook-bot.schema.json) (also `playbook-bot config --schema`).
 
 | key | type | default | bounds | what it does |
 | --- | --- | --- | --- | --- |
