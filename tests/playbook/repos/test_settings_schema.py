@@ -82,16 +82,21 @@ def test_the_schema_tells_an_editor_the_dialect_and_every_key() -> None:
     assert schema["properties"]["comment"]["type"] == "boolean"
 
 
-def documented_examples() -> list[tuple[str, str]]:
+# Put right before a settings block the docs show to demonstrate problems.
+SHOWS_PROBLEMS = "<!-- settings file with problems -->"
+
+
+def documented_examples(*, bad: bool = False) -> list[tuple[str, str]]:
     """Every YAML block of the README and the docs that is a settings file: each of its
-    top-level keys is a setting."""
+    top-level keys is a setting. With ``bad``, those marked as showing problems instead."""
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     found = []
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        for block in re.findall(r"^```ya?ml\n(.*?)^```", text, flags=re.M | re.S):
+        pattern = r"((?:^.*\n){0,3})^```ya?ml\n([\s\S]*?)^```"
+        for before, block in re.findall(pattern, text, flags=re.M):
             keys = re.findall(r"^([A-Za-z_][\w-]*):", block, flags=re.M)
-            if keys and set(keys) <= set(KEYS):
+            if keys and set(keys) <= set(KEYS) and (SHOWS_PROBLEMS in before) == bad:
                 found.append((str(page.relative_to(ROOT)), block))
     return found
 
@@ -102,6 +107,12 @@ def test_the_documented_examples_pass_the_schema_and_the_bot() -> None:
     for page, block in examples:
         assert schema_errors(block) == [], page
         assert bot_problems(block) == [], page
+
+
+def test_a_documented_example_of_problems_fails_the_schema_and_the_bot() -> None:
+    for page, block in documented_examples(bad=True):
+        assert schema_errors(block) != [], page
+        assert bot_problems(block) != [], page
 
 
 GOOD = [
