@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 # The newest migration in playbook/migrations/versions (a test keeps the two equal). Knowing
 # it here lets every CLI run check the schema without importing Alembic, which is slow.
-SCHEMA_HEAD = "0016"
+SCHEMA_HEAD = "0017"
 
 # Connections each process keeps open to a database server.
 POOL_SIZE = 16

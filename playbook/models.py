@@ -68,6 +68,15 @@ class Bullet(Base):
     # Model ratings' count and sum (`playbook.ratings`); indexed for the few rated up.
     ratings: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     rating_sum: Mapped[float] = mapped_column(Float, default=0.0, server_default="0", index=True)
+    # Anchors to code: repository-relative globs and function or class names the lesson is
+    # about (None: anchored only to its ticket). `playbook.anchors` validates them.
+    paths: Mapped[list[str] | None] = mapped_column(JSON)
+    symbols: Mapped[list[str] | None] = mapped_column(JSON)
+    # A merged PR changed, renamed or removed what it is anchored to: flagged for a maintainer,
+    # never deprecated by the flag itself (None: not flagged). What changed, and which PR.
+    stale_since: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
+    stale_detail: Mapped[str | None] = mapped_column(Text)
+    stale_pr: Mapped[str | None] = mapped_column(String(200))
 
 
 class UsageEvent(Base):
@@ -502,6 +511,9 @@ class RuleFileSync(Base):
     synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # One line: what the last sync did or why it did nothing.
     last_result: Mapped[str | None] = mapped_column(Text)
+    # The path-scoped rule files the sync keeps beside the block (`.github/instructions/...`,
+    # `.cursor/rules/...`, `.claude/rules/...`): each file's path and the sha256 of its text.
+    files: Mapped[dict[str, str] | None] = mapped_column(JSON)
 
 
 # The tables of the optional model features (ratings, budgets, consolidation, embeddings) and
