@@ -99,6 +99,11 @@ class RepoSettings(BaseModel):
     comment: StrictBool = Field(
         True, description="false: no lessons comment on new issues (outcomes still count)."
     )
+    pr_comment: StrictBool = Field(
+        True,
+        description="false: no comment on pull requests listing the lessons anchored to the "
+        "files they change.",
+    )
     max_lessons: StrictInt | None = Field(
         None,
         ge=1,

@@ -187,9 +187,18 @@ class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
         ]
 
     def add_pull_file(
-        self, full_name: str, number: int, filename: str, patch: str | None, status="modified"
+        self,
+        full_name: str,
+        number: int,
+        filename: str,
+        patch: str | None,
+        status="modified",
+        previous_filename: str | None = None,
     ) -> dict[str, Any]:
-        """A file the PR changes, its counts taken from ``patch`` (None: a binary file)."""
+        """A file the PR changes, its counts taken from ``patch`` (None: a binary file).
+
+        A rename (``status="renamed"``) names its old path in ``previous_filename``.
+        """
         lines = (patch or "").splitlines()
         added = sum(1 for line in lines if line.startswith("+"))
         deleted = sum(1 for line in lines if line.startswith("-"))
@@ -206,6 +215,8 @@ class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
         }
         if patch is not None:
             changed["patch"] = patch
+        if previous_filename is not None:
+            changed["previous_filename"] = previous_filename
         self.pull_files.setdefault((full_name, number), []).append(changed)
         return changed
 
@@ -418,7 +429,8 @@ class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
             full_name = f"{owner}/{name}"
             if (full_name, number) not in self.pulls:
                 return not_found
-            return _page(list(self.pull_files.get((full_name, number), [])))
+            # "Responses include a maximum of 3000 files" (GitHub's REST docs).
+            return _page(list(self.pull_files.get((full_name, number), []))[:3000])
 
         @app.get("/app/hook/deliveries")
         def hook_deliveries() -> Any:

@@ -1,0 +1,77 @@
+"""The anchors comment's text: the lessons anchored to a pull request's changed files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.render import _lesson_text, fit_words  # the lessons comment's escapes, reused
+from playbook.lessons.characters import isolated
+from playbook.lessons.markdown import markdown_text
+from playbook.search.retrieval import Hit
+
+HEAD = (
+    "### Lessons for the files this pull request changes\n"
+    "These lessons from the playbook are anchored to files this pull request changes. If one "
+    "helps, cite its id in the pull request (title, description or commits), e.g. `[pb-12]`.\n\n"
+)
+TAIL = (
+    "\n<sub>Posted by playbook-bot; it edits this comment when new commits change the files.</sub>"
+)
+NONE_ANY_MORE = (
+    "### Lessons for the files this pull request changes\n"
+    "No lesson in the playbook is anchored to the files this pull request changes any more."
+)
+# Files named per lesson; the rest are counted ("and 4 more").
+FILES_SHOWN = 3
+FILE_CHARS = 120
+
+
+@dataclass(frozen=True)
+class AnchoredLesson:
+    """A lesson to list: its id, text, the changed files it is anchored to, and its estimate."""
+
+    bullet_id: str
+    text: str
+    files: tuple[str, ...]
+    hit: Hit | None = None  # the search's hit for the PR's text, when the lesson had one
+    stale: bool = False  # flagged stale_suspect: the code it describes changed since
+
+
+def _files(files: Sequence[str]) -> str:
+    # Paths are anyone's to name (a PR's files): escaped as lesson text is, and cut.
+    shown = [markdown_text(isolated(path[:FILE_CHARS])) for path in files]
+    more = len(files) - FILES_SHOWN
+    return ", ".join(shown[:FILES_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def _why(lesson: AnchoredLesson) -> str:
+    parts = [f"anchored to {_files(lesson.files)}"]
+    fit = fit_words(lesson.hit) if lesson.hit is not None else None
+    if fit:
+        parts.append(markdown_text(fit))
+    if lesson.stale:
+        parts.append("flagged as possibly out of date")
+    return " · ".join(parts)
+
+
+def anchors_comment(lessons: Sequence[AnchoredLesson], *, max_chars: int) -> tuple[str, list[str]]:
+    """The comment listing ``lessons`` within ``max_chars``; returns it and the ids it shows.
+
+    No lesson: the note that none applies any more (a first comment is never that note).
+    """
+    if not lessons:
+        return NONE_ANY_MORE, []
+    lines: list[str] = []
+    shown: list[str] = []
+    budget = max_chars - len(HEAD) - len(TAIL)
+    for lesson in lessons:
+        line = f"- **[{lesson.bullet_id}]** {{text}}\n  <sub>{_why(lesson)}</sub>\n"
+        room = budget - len(line) + len("{text}")
+        if room < 40:
+            break  # not even a useful excerpt fits; lower-ranked lessons are left out
+        line = line.replace("{text}", _lesson_text(lesson.text, markdown_text, min(room, 600)))
+        lines.append(line)
+        shown.append(lesson.bullet_id)
+        budget -= len(line)
+    return HEAD + "".join(lines) + TAIL, shown
