@@ -1,0 +1,35 @@
+"""The anchors comment: each lesson with its id, text and files, all inert in Markdown."""
+
+from __future__ import annotations
+
+from bot.render_anchors import NONE_ANY_MORE, AnchoredLesson, anchors_comment
+
+
+def test_lessons_and_files_are_escaped_and_the_file_list_is_cut() -> None:
+    lesson = AnchoredLesson(
+        "pb-7",
+        "Ask @alice before touching [this](https://evil.example) <img src=x>",
+        tuple(f"src/@team/<b>{i}</b>[x](y).py" for i in range(5)),
+    )
+    body, shown = anchors_comment([lesson], max_chars=4000)
+    assert shown == ["pb-7"]
+    assert "@alice" not in body and "@team" not in body  # nobody is pinged
+    assert "<img" not in body and "<b>" not in body
+    assert "\\[this\\](https\\://" in body and "\\[x\\](y).py" in body  # no link
+    assert "and 2 more" in body
+
+
+def test_the_budget_leaves_lower_ranked_lessons_out() -> None:
+    lessons = [AnchoredLesson(f"pb-{i}", "word " * 200, ("a.py",)) for i in range(1, 6)]
+    body, shown = anchors_comment(lessons, max_chars=1200)
+    assert len(body) <= 1200 and shown and len(shown) < 5
+    assert shown == [f"pb-{i}" for i in range(1, len(shown) + 1)]
+
+
+def test_none_any_more() -> None:
+    assert anchors_comment([], max_chars=4000) == (NONE_ANY_MORE, [])
+
+
+def test_a_flagged_lesson_says_so() -> None:
+    body, _ = anchors_comment([AnchoredLesson("pb-1", "t", ("a.py",), stale=True)], max_chars=999)
+    assert "possibly out of date" in body
