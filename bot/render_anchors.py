@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from bot.render import _lesson_text, fit_words  # the lessons comment's escapes, reused
+from playbook.anchors.pr_lessons import AnchoredLesson
 from playbook.lessons.characters import isolated
 from playbook.lessons.markdown import markdown_text
-from playbook.search.retrieval import Hit
 
 HEAD = (
     "### Lessons for the files this pull request changes\n"
@@ -25,17 +24,6 @@ NONE_ANY_MORE = (
 # Files named per lesson; the rest are counted ("and 4 more").
 FILES_SHOWN = 3
 FILE_CHARS = 120
-
-
-@dataclass(frozen=True)
-class AnchoredLesson:
-    """A lesson to list: its id, text, the changed files it is anchored to, and its estimate."""
-
-    bullet_id: str
-    text: str
-    files: tuple[str, ...]
-    hit: Hit | None = None  # the search's hit for the PR's text, when the lesson had one
-    stale: bool = False  # flagged stale_suspect: the code it describes changed since
 
 
 def _files(files: Sequence[str]) -> str:

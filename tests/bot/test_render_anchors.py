@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.render_anchors import NONE_ANY_MORE, AnchoredLesson, anchors_comment
+from bot.render_anchors import NONE_ANY_MORE, anchors_comment
+from playbook.anchors.pr_lessons import AnchoredLesson
 
 
 def test_lessons_and_files_are_escaped_and_the_file_list_is_cut() -> None:

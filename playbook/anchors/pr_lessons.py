@@ -1,0 +1,100 @@
+"""The lessons a pull request's changed files are anchored to, ranked, and their loads.
+
+The rule: a lesson is listed when one of its globs (`pr_files`) matches a file the PR changes
+(or a renamed file's old path), at most ``limit``, ranked by its relevance estimate for the
+PR's title and body (those the search did not rank come after, by how many files they match,
+then by id). The relevance floor hides no anchored lesson: the anchor is the evidence the
+floor stands in for when a ticket's words are all there is, and a PR's title ("Bump deps")
+says little of the files it touches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from playbook.anchors import pr_files
+from playbook.models import Bullet
+from playbook.outcomes import tracking, usage
+from playbook.search import retrieval
+from playbook.search.text import Ticket
+
+CONSUMER = "playbook-bot"
+
+
+@dataclass(frozen=True)
+class AnchoredLesson:
+    """A lesson to list: its id, text, the changed files it is anchored to, and its estimate."""
+
+    bullet_id: str
+    text: str
+    files: tuple[str, ...]
+    hit: retrieval.Hit | None = None  # the search's hit for the PR's text, when it ranked one
+    stale: bool = False  # flagged stale_suspect: the code it describes changed since
+
+
+def choose(
+    session: Session, ticket: Ticket, changed: Sequence[pr_files.ChangedFile], limit: int
+) -> list[AnchoredLesson]:
+    """The active lessons of the ticket's scope (and global) anchored to ``changed``, ranked."""
+    if not changed:
+        return []
+    scopes = ["global", *([ticket.scope] if ticket.scope else [])]
+    rows = session.execute(
+        select(Bullet.id, Bullet.text, Bullet.paths, Bullet.stale_since).where(
+            Bullet.status == "active", Bullet.scope.in_(scopes), Bullet.paths.is_not(None)
+        )
+    ).all()
+    texts = {row.id: (row.text, row.stale_since is not None) for row in rows}
+    matched = pr_files.anchored(((row.id, row.paths) for row in rows), changed)
+    if not matched:
+        return []
+    # The estimates of the search the lessons comment would make for the PR's text.
+    result = retrieval.Retriever.shared(session).search(session, ticket, k=retrieval.POOL)
+    hits = {hit.bullet_id: hit for hit in result.hits}
+
+    def order(found: pr_files.Anchored) -> tuple[float, int, str]:
+        hit = hits.get(found.bullet_id)
+        level = hit.relevance if hit is not None and hit.relevance is not None else -1.0
+        return (-level, -len(found.files), found.bullet_id)
+
+    return [
+        AnchoredLesson(
+            found.bullet_id,
+            texts[found.bullet_id][0],
+            found.files,
+            hits.get(found.bullet_id),
+            texts[found.bullet_id][1],
+        )
+        for found in sorted(matched, key=order)[:limit]
+    ]
+
+
+def record_loads(session: Session, pr_key: str, shown: Sequence[str]) -> int:
+    """The shown lessons as loads of the PR's tickets (the PR itself when it links none).
+
+    Each (ticket, lesson) once, whatever the pushes, and the same key as the lessons
+    comment's: a lesson shown on a ticket and on its PR loads once. Returns how many are new.
+    """
+    known = set(session.scalars(select(Bullet.id).where(Bullet.id.in_(list(shown)))))
+    ids = [bullet_id for bullet_id in dict.fromkeys(shown) if bullet_id in known]
+    if not ids:
+        return 0
+    recorded = 0
+    for ticket in tracking.tickets_of(session, pr_key) or [pr_key]:
+        recorded += len(
+            usage.record(
+                session,
+                "loaded",
+                ids,
+                ticket_key=ticket,
+                ranks=list(range(1, len(ids) + 1)),
+                consumer=CONSUMER,
+                pr_key=pr_key,
+                dedup_keys=[usage.once_key("loaded", ticket, bullet_id) for bullet_id in ids],
+            )
+        )
+    return recorded
