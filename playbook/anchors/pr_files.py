@@ -59,17 +59,50 @@ def catch_all(glob: str) -> bool:
     return parts is None or all(part == "**" for part in parts)
 
 
+@dataclass(frozen=True)
+class _Glob:
+    """A glob read once: its segments, whether it is a plain name, and its literal head."""
+
+    pattern: tuple[str, ...]
+    plain: bool
+    head: int  # how many leading segments hold no wildcard: compared as strings, first
+
+
+def _compiled(glob: object) -> _Glob | None:
+    """A glob ready to match; None when it anchors nothing (or is no string)."""
+    if not isinstance(glob, str) or len(glob) > MAX_GLOB_CHARS or catch_all(glob):
+        return None
+    pattern = _segments(glob)
+    if pattern is None:
+        return None
+    head = next((i for i, part in enumerate(pattern) if _WILDCARDS & set(part)), len(pattern))
+    return _Glob(tuple(pattern), head == len(pattern), head)
+
+
+def _path(path: str) -> tuple[str, ...] | None:
+    parts = _segments(path) if len(path) <= MAX_PATH_CHARS else None
+    return tuple(parts) if parts is not None else None
+
+
+def _fits(glob: _Glob, names: tuple[str, ...]) -> bool:
+    head = glob.pattern[: glob.head]
+    if names[: glob.head] != head:
+        return False  # most paths part here, before any wildcard is read
+    if glob.plain:
+        return True  # a plain name: that file, or the directory and everything under it
+    rest, tail = glob.pattern[glob.head :], names[glob.head :]
+    if rest == ("**",):
+        return True
+    last = rest[-1]
+    if last != "**" and not (tail and fnmatchcase(tail[-1], last)):
+        return False  # the last segment must match the file's name: most paths part here
+    return _match(rest, tail)
+
+
 def matches(glob: str, path: str) -> bool:
     """Whether repository-relative ``path`` falls under ``glob`` (the module's rule)."""
-    if len(glob) > MAX_GLOB_CHARS or len(path) > MAX_PATH_CHARS or catch_all(glob):
-        return False
-    pattern, names = _segments(glob), _segments(path)
-    if pattern is None or names is None:
-        return False
-    if not any(c in _WILDCARDS for c in glob):
-        # A plain name: that file, or the directory and everything under it.
-        return names[: len(pattern)] == pattern
-    return _match(pattern, names)
+    compiled, names = _compiled(glob), _path(path)
+    return compiled is not None and names is not None and _fits(compiled, names)
 
 
 def _match(pattern: Sequence[str], names: Sequence[str]) -> bool:
@@ -97,17 +130,26 @@ def anchored(
     Only the first `MAX_FILES` changed files are read (GitHub lists no more), and a lesson's
     globs are read only when they are a list of strings.
     """
-    files = changed[:MAX_FILES]
+    # Each path split and each glob read once (3,000 files times the anchored lessons), and a
+    # glob starting with a plain name reads only the paths starting with it.
+    files: list[tuple[str, tuple[str, ...]]] = []  # (the file's path, one of its paths split)
+    for changed_file in changed[:MAX_FILES]:
+        for split in map(_path, changed_file.paths()):
+            if split is not None:
+                files.append((changed_file.path, split))
+    by_first: dict[str, list[int]] = {}
+    for index, (_, split) in enumerate(files):
+        by_first.setdefault(split[0], []).append(index)
+    everything = range(len(files))
     found: list[Anchored] = []
     for bullet_id, globs in lessons:
         if not isinstance(globs, list | tuple):
             continue
-        usable = [g for g in globs if isinstance(g, str) and not catch_all(g)]
-        hit = [
-            changed_file.path
-            for changed_file in files
-            if any(matches(g, p) for g in usable for p in changed_file.paths())
-        ]
+        hit: set[int] = set()
+        for glob in filter(None, map(_compiled, globs)):
+            candidates = by_first.get(glob.pattern[0], []) if glob.head else everything
+            hit.update(i for i in candidates if i not in hit and _fits(glob, files[i][1]))
         if hit:
-            found.append(Anchored(bullet_id, tuple(dict.fromkeys(hit))))
+            paths = dict.fromkeys(files[i][0] for i in sorted(hit))
+            found.append(Anchored(bullet_id, tuple(paths)))
     return found

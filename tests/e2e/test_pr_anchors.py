@@ -163,3 +163,14 @@ def test_a_pr_linking_no_ticket_loads_against_itself(loop: Loop) -> None:
     changes(loop, "orders/locking.py")
     deliver(loop, "opened", title="Tidy the locking code")
     assert loads(loop.engine) == [(locking, f"{REPO}#2")]
+
+
+def test_a_large_pr_is_read_a_hundred_files_to_a_page(loop: Loop) -> None:
+    setup(loop)
+    locking = lesson(loop.engine, "Take the orders row lock once per transaction", ["orders/"])
+    changes(loop, *[f"generated/{i}.py" for i in range(250)], "orders/locking.py")
+    deliver(loop, "opened")
+    [body] = anchors_comments(loop)
+    assert locking in body
+    pages = [r for r in loop.github.requests if r.path.endswith("/pulls/2/files")]
+    assert len(pages) == 3
