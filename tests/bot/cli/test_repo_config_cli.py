@@ -91,6 +91,7 @@ def test_a_repository_file_over_its_organisations_shows_each_value_and_its_sourc
         "enabled": ["true", "default"],
         "scope": ["octo-org/shared", organisation],
         "comment": ["false", repository],
+        "pr_comment": ["true", "default"],
         "max_lessons": ["3", repository],
         # The bot's own defaults: no variable set them, so none is named.
         "min_relevance": ["0.0275", "default"],
@@ -161,7 +162,7 @@ def test_a_bad_file_names_each_problem_with_its_line_and_keeps_the_last_good_set
     assert problems[1:] == [
         f"  {FILE_PATH}:3: max_lessons: must be less than or equal to 20",
         f"  {FILE_PATH}:2: colour: is not a setting; the settings are enabled, scope, comment, "
-        "max_lessons, min_relevance, demote_policy, capture_from_reviews, holdout_percent, "
+        "pr_comment, max_lessons, min_relevance, demote_policy, capture_from_reviews, holdout_percent, "
         "context_budget, ignore_labels, agents_md",
     ]
 
