@@ -46,8 +46,8 @@ BAD_LINES = [
     f"{FILE_PATH}:5: agents_md.path: must be 'AGENTS.md', 'CLAUDE.md', "
     "'.github/copilot-instructions.md' or '.cursor/rules/playbook.mdc'",
     f"{FILE_PATH}:2: colour: is not a setting; the settings are enabled, scope, comment, "
-    "pr_comment, max_lessons, min_relevance, demote_policy, capture_from_reviews, holdout_percent, "
-    "context_budget, ignore_labels, agents_md",
+    "pr_comment, max_lessons, min_relevance, demote_policy, capture_from_reviews, "
+    "holdout_percent, context_budget, ignore_labels, agents_md",
 ]
 
 

@@ -162,8 +162,8 @@ def test_a_bad_file_names_each_problem_with_its_line_and_keeps_the_last_good_set
     assert problems[1:] == [
         f"  {FILE_PATH}:3: max_lessons: must be less than or equal to 20",
         f"  {FILE_PATH}:2: colour: is not a setting; the settings are enabled, scope, comment, "
-        "pr_comment, max_lessons, min_relevance, demote_policy, capture_from_reviews, holdout_percent, "
-        "context_budget, ignore_labels, agents_md",
+        "pr_comment, max_lessons, min_relevance, demote_policy, capture_from_reviews, "
+        "holdout_percent, context_budget, ignore_labels, agents_md",
     ]
 
     assert result.stderr == ""  # each problem once, in the report, not again as a log line
