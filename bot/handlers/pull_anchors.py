@@ -54,6 +54,13 @@ def pull_request_anchors(event: Event, services: Services) -> None:
     if not found.settings.pr_comment:
         raise Ignored(f"{repo} asked for no PR comment (pr_comment: false in {FILE_PATH})")
     ref = TicketRef.github(repo, pr.number, event.installation_id)
+    with db.transaction(services.engine) as session:
+        slot = comments.find(session, ref.target, ref.key, ANCHORS)
+        ever_posted = slot is not None and bool(slot.external_id or slot.state == "posting")
+        if not ever_posted and not pr_lessons.any_anchored(session, found.scope):
+            # No lesson of the scope is anchored anywhere: no file of the PR is worth a call.
+            log.info("%s: no lesson of %s is anchored to files", ref.key, found.scope)
+            return
     done, changed = effect(services, ref, "read_pull_files", lambda: services.out.pull_files(ref))
     if not done:
         return  # no credentials: logged as skipped, with the setting to set
@@ -61,8 +68,6 @@ def pull_request_anchors(event: Event, services: Services) -> None:
     limit = found.settings.max_lessons or services.settings.lessons_per_ticket
     with db.transaction(services.engine) as session:
         chosen = pr_lessons.choose(session, ticket, changed or [], limit)
-        slot = comments.find(session, ref.target, ref.key, ANCHORS)
-        ever_posted = slot is not None and bool(slot.external_id or slot.state == "posting")
     if not chosen and not ever_posted:
         log.info("%s: no lesson anchored to its %d changed files", ref.key, len(changed or []))
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import String, cast, select
 from sqlalchemy.orm import Session
 
 from playbook.anchors import pr_files
@@ -36,16 +36,36 @@ class AnchoredLesson:
     stale: bool = False  # flagged stale_suspect: the code it describes changed since
 
 
+# Anchored: paths neither SQL NULL nor JSON null nor an empty list (a JSON column keeps a
+# Python None written to it as JSON null, which IS NOT NULL does not tell apart).
+_ANCHORED = Bullet.paths.is_not(None) & cast(Bullet.paths, String).not_in(["null", "[]"])
+
+
+def _scopes(scope: str | None) -> list[str]:
+    return ["global", *([scope] if scope else [])]
+
+
+def any_anchored(session: Session, scope: str | None) -> bool:
+    """Whether an active lesson of ``scope`` (or global) is anchored to files at all."""
+    found = session.scalar(
+        select(Bullet.id)
+        .where(Bullet.status == "active", Bullet.scope.in_(_scopes(scope)), _ANCHORED)
+        .limit(1)
+    )
+    return found is not None
+
+
 def choose(
     session: Session, ticket: Ticket, changed: Sequence[pr_files.ChangedFile], limit: int
 ) -> list[AnchoredLesson]:
     """The active lessons of the ticket's scope (and global) anchored to ``changed``, ranked."""
     if not changed:
         return []
-    scopes = ["global", *([ticket.scope] if ticket.scope else [])]
     rows = session.execute(
         select(Bullet.id, Bullet.text, Bullet.paths, Bullet.stale_since).where(
-            Bullet.status == "active", Bullet.scope.in_(scopes), Bullet.paths.is_not(None)
+            Bullet.status == "active",
+            Bullet.scope.in_(_scopes(ticket.scope)),
+            _ANCHORED,
         )
     ).all()
     texts = {row.id: (row.text, row.stale_since is not None) for row in rows}

@@ -174,3 +174,13 @@ def test_a_large_pr_is_read_a_hundred_files_to_a_page(loop: Loop) -> None:
     assert locking in body
     pages = [r for r in loop.github.requests if r.path.endswith("/pulls/2/files")]
     assert len(pages) == 3
+
+
+def test_without_anchored_lessons_the_files_are_not_even_read(loop: Loop) -> None:
+    setup(loop)
+    lesson(loop.engine, "Unanchored: dedupe webhook retries on the event id", None)
+    lesson(loop.engine, "Another repository's lesson", ["orders/**"], scope="octo/other")
+    changes(loop, "orders/locking.py")
+    deliver(loop, "opened")
+    assert not [r for r in loop.github.requests if r.path.endswith("/pulls/2/files")]
+    assert loop.github.comments_on(REPO, 2) == []
