@@ -13,7 +13,7 @@ from jira.exceptions import JIRAError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from bot import metrics, reaction_reads, review_reads
+from bot import metrics, pull_files, reaction_reads, review_reads
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
@@ -21,6 +21,7 @@ from bot.logs import current_delivery
 from bot.reaction_reads import ReactionsRead
 from bot.review_reads import FeedbackRead
 from playbook import db
+from playbook.anchors.stale import FileChange
 from playbook.deliveries import inbox, side_effects
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class Effects(Protocol):
 
     def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
         """The pull request's title, body, commit messages and maybe its bounded diff."""
+
+    def pull_files(self, ref: TicketRef) -> list[FileChange]:
+        """The files the pull request ``ref`` changes (`bot.pull_files`); [] if it is gone."""
 
     def forget_installation(self, installation_id: int) -> None:
         """Drop what is cached for a removed installation (its client and token)."""
@@ -320,6 +324,16 @@ class LiveEffects:
                 return []
             raise
 
+    def pull_files(self, ref: TicketRef) -> list[FileChange]:
+        """The PR's changed files, at most GitHub's 3,000; [] when the PR is gone."""
+        client = self.github.for_installation(ref.installation_id)
+        try:
+            return pull_files.read_files(client, ref.repo or "", ref.number or 0)
+        except GithubException as error:
+            if error.status == 404:
+                return []
+            raise
+
     def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
         """A PR's title, body, commit messages and (``with_diff``) bounded diff; None if gone."""
         client = self.github.for_installation(ref.installation_id)
@@ -463,6 +477,10 @@ class DryRunEffects:
     def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
         """None: a dry run has no GitHub to ask."""
         return None
+
+    def pull_files(self, ref: TicketRef) -> list[FileChange]:
+        """None: a dry run has no GitHub to ask."""
+        return []
 
     def pull_feedback(self, ref: TicketRef, kind: str, limit: int) -> FeedbackRead:
         """Nothing: a dry run has no GitHub to ask."""

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from playbook import clock, transitions
+from playbook.anchors import stale
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import characters, fields, replacements, secrets
 from playbook.lessons.checks import check_fields, check_status
@@ -42,6 +43,8 @@ DUPLICATE_OVERLAP = 0.8
 # is created, and the answer names the other, which it may supersede. Measured on duplicate
 # Jira summaries against unrelated ones of the same project: bench/similar_threshold.py.
 SIMILAR_OVERLAP = 0.5
+# A maintainer's edit, supersession or deprecation of a flagged lesson confirms the flag.
+CLEARS_STALE = ("edit", "supersede", "deprecate")
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,9 @@ def _apply(
             raise transitions.conflict(bullet.id, before["status"])
     bullet.updated_at = clock.now()
     bullet.version = version
+    if action in CLEARS_STALE and bullet.stale_since is not None:
+        reason = stale.cleared_note(bullet, reason)
+        stale.unflag(bullet)
     return Change(bullet, _record(session, bullet, action, actor, reason, before))
 
 

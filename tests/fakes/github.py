@@ -187,9 +187,16 @@ class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
         ]
 
     def add_pull_file(
-        self, full_name: str, number: int, filename: str, patch: str | None, status="modified"
+        self,
+        full_name: str,
+        number: int,
+        filename: str,
+        patch: str | None,
+        status="modified",
+        previous: str | None = None,
     ) -> dict[str, Any]:
-        """A file the PR changes, its counts taken from ``patch`` (None: a binary file)."""
+        """A file the PR changes, its counts taken from ``patch`` (None: a binary file);
+        ``previous`` is a renamed file's old path (GitHub's ``previous_filename``)."""
         lines = (patch or "").splitlines()
         added = sum(1 for line in lines if line.startswith("+"))
         deleted = sum(1 for line in lines if line.startswith("-"))
@@ -206,6 +213,8 @@ class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
         }
         if patch is not None:
             changed["patch"] = patch
+        if previous is not None:
+            changed["previous_filename"] = previous
         self.pull_files.setdefault((full_name, number), []).append(changed)
         return changed
 

@@ -1,0 +1,108 @@
+"""Merged PRs flag the lessons anchored to the files they change; a maintainer clears them."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from playbook.anchors import stale
+from playbook.db import transaction
+from playbook.lessons import lifecycle
+from playbook.models import Bullet, Revision
+from tests.loop_harness import Loop
+from tests.payloads import REPO, pull_request
+
+
+def _lesson(loop: Loop, text: str, paths: list[str] | None, scope: str = REPO) -> str:
+    with transaction(loop.engine) as session:
+        added = lifecycle.add(session, text, learned_from="CTMS-1", actor="t", scope=scope)
+        added.bullet.paths = paths
+        return added.bullet.id
+
+
+def _merge(loop: Loop, files: list[tuple[str, str, str | None]], number: int = 2) -> None:
+    if REPO not in loop.github.repos:
+        loop.github.add_repo(REPO)
+    loop.github.add_pull(REPO, number, title="CTMS-4337: dedupe webhook retries")
+    for status, path, previous in files:
+        loop.github.add_pull_file(REPO, number, path, "+x", status=status, previous=previous)
+    merged = pull_request("closed", number=number, merged=True)
+    loop.github_event("pull_request.closed", merged)
+    loop.process()
+
+
+def _bullet(loop: Loop, bullet_id: str) -> Bullet:
+    with transaction(loop.engine) as session:
+        bullet = lifecycle.get(session, bullet_id)
+        session.expunge(bullet)
+        return bullet
+
+
+def _actions(loop: Loop, bullet_id: str) -> list[str]:
+    with transaction(loop.engine) as session:
+        query = select(Revision.action).where(Revision.bullet_id == bullet_id)
+        return list(session.scalars(query.order_by(Revision.id)))
+
+
+def test_a_deletion_flags_and_every_file_gone_is_said(loop: Loop) -> None:
+    locking = _lesson(loop, "Take the row lock before the stock check", ["orders/locking.py"])
+    other = _lesson(loop, "Retry the payment call once", ["payments/**"])
+    loose = _lesson(loop, "Name branches after the ticket", None)
+    elsewhere = _lesson(loop, "Lock rows in the other repo", ["orders/locking.py"], "acme/other")
+    _merge(loop, [("removed", "orders/locking.py", None), ("added", "payments/new.py", None)])
+    flagged = _bullet(loop, locking)
+    assert flagged.stale_since is not None
+    assert flagged.stale_pr == f"{REPO}#2"
+    assert (
+        flagged.stale_detail
+        == f"{REPO}#2 removed every file it is about (deleted orders/locking.py)"
+    )
+    assert stale.files_gone(flagged.stale_detail) == f"{REPO}#2"
+    assert flagged.status == "active"  # a flag never deprecates
+    assert "flag_stale" in _actions(loop, locking)
+    # An added file changes no lesson; unanchored lessons and another scope's are left alone.
+    for untouched in (other, loose, elsewhere):
+        assert _bullet(loop, untouched).stale_since is None
+
+
+def test_a_rename_is_followed_and_flagged(loop: Loop) -> None:
+    moved = _lesson(loop, "Keep the order state machine pure", ["orders/a.py", "orders/*.md"])
+    _merge(loop, [("renamed", "orders/b.py", "orders/a.py")])
+    bullet = _bullet(loop, moved)
+    assert bullet.paths == ["orders/b.py", "orders/*.md"]
+    assert bullet.stale_detail == f"{REPO}#2 renamed orders/a.py -> orders/b.py"
+    assert stale.files_gone(bullet.stale_detail) is None
+
+
+def test_a_modify_flags_through_a_glob_and_redelivery_is_idempotent(loop: Loop) -> None:
+    anchored = _lesson(loop, "Validate the cart before pricing", ["cart/**/*.py"])
+    _merge(loop, [("modified", "cart/pricing/rules.py", None)])
+    assert _bullet(loop, anchored).stale_detail == f"{REPO}#2 modified cart/pricing/rules.py"
+    # GitHub redelivers the merge; a maintainer cleared the flag meanwhile: nothing comes back.
+    with transaction(loop.engine) as session:
+        assert stale.clear(session, anchored, actor="maintainer", reason="still true")
+    loop.github_event("pull_request.closed", pull_request("closed", merged=True))
+    loop.process()
+    assert _bullet(loop, anchored).stale_since is None
+    assert _actions(loop, anchored).count("flag_stale") == 1
+
+
+def test_a_clear_and_an_edit_resolve_the_flag(loop: Loop) -> None:
+    cleared = _lesson(loop, "Use the v2 client for orders", ["orders/client.py"])
+    edited = _lesson(loop, "Orders are locked by row", ["orders/client.py"])
+    _merge(loop, [("modified", "orders/client.py", None)])
+    with transaction(loop.engine) as session:
+        assert stale.clear(session, cleared, actor="maintainer", reason="checked")
+        assert not stale.clear(session, cleared, actor="maintainer")  # nothing left to clear
+        lifecycle.edit(
+            session, edited, actor="maintainer", text="Orders are locked by advisory lock"
+        )
+    assert _bullet(loop, cleared).stale_since is None
+    assert _actions(loop, cleared)[-1] == "clear_stale"
+    after = _bullet(loop, edited)
+    assert after.stale_since is None and after.stale_detail is None
+    with transaction(loop.engine) as session:
+        last = session.scalars(
+            select(Revision).where(Revision.bullet_id == edited).order_by(Revision.id.desc())
+        ).first()
+        assert last is not None and last.action == "edit"
+        assert f"stale flag cleared ({REPO}#2)" in (last.reason or "")
