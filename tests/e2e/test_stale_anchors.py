@@ -9,7 +9,7 @@ from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, Revision
 from tests.loop_harness import Loop
-from tests.payloads import REPO, pull_request
+from tests.payloads import REPO, fixture, pull_request
 
 
 def _lesson(loop: Loop, text: str, paths: list[str] | None, scope: str = REPO) -> str:
@@ -106,3 +106,33 @@ def test_a_clear_and_an_edit_resolve_the_flag(loop: Loop) -> None:
         ).first()
         assert last is not None and last.action == "edit"
         assert f"stale flag cleared ({REPO}#2)" in (last.reason or "")
+
+
+def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(loop: Loop) -> None:
+    from playbook.repos import syncs
+    from playbook.rules import block
+    from playbook.scopes import View
+
+    gone = _lesson(loop, "Spelling errors in the README: run codespell in CI", ["README.md"])
+    kept = _lesson(loop, "README spelling: commit has one t", ["docs/**"])
+    _merge(loop, [("removed", "README.md", None), ("modified", "docs/index.md", None)])
+    # The bot's comment still shows both (a flag never hides a lesson), the gone one warned of.
+    loop.github.add_issue(REPO, 1, "Spelling error in the README file")
+    loop.github_event("issues.opened", fixture("issues.opened"))
+    loop.process()
+    [comment] = loop.github.comments_on(REPO, 1)
+    body = comment["body"]
+    assert f"**[{gone}]**" in body and f"**[{kept}]**" in body
+    warning = "⚠ the files it is about were removed in"
+    assert body.count(warning) == 1
+    assert body.index(warning) < body.index(f"**[{kept}]**")  # under the gone lesson only
+    # The AGENTS.md block leaves it out until a maintainer looks, and says why.
+    with transaction(loop.engine) as session:
+        chosen = [entry.bullet_id for entry in block.choose(session, [REPO, "global"])]
+        why = syncs.why_removed(session, [gone], View(REPO))
+    assert chosen == [kept]
+    assert why[gone].startswith("left out until a maintainer looks")
+    with transaction(loop.engine) as session:
+        stale.clear(session, gone, actor="maintainer", reason="codespell runs on docs now")
+        chosen = [entry.bullet_id for entry in block.choose(session, [REPO, "global"])]
+    assert sorted(chosen) == sorted([gone, kept])
