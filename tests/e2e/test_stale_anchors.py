@@ -136,3 +136,36 @@ def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(lo
         stale.clear(session, gone, actor="maintainer", reason="codespell runs on docs now")
         chosen = [entry.bullet_id for entry in block.choose(session, [REPO, "global"])]
     assert sorted(chosen) == sorted([gone, kept])
+
+
+def test_stats_digest_counts_the_weeks_flags_by_resolution(loop: Loop, cli) -> None:
+    import json
+
+    ids = [
+        _lesson(loop, f"Lesson {word} about module {n}", [f"m{n}.py"])
+        for n, word in enumerate(["alpha", "bravo", "charlie", "delta", "echo"])
+    ]
+    replacement = _lesson(loop, "The newer lesson for module two", None)
+    _merge(loop, [("modified", f"m{n}.py", None) for n in range(5)])
+    with transaction(loop.engine) as session:
+        stale.clear(session, ids[0], actor="maintainer")
+        lifecycle.edit(session, ids[1], actor="maintainer", text="Lesson bravo, checked again")
+        lifecycle.supersede(session, ids[2], replacement, actor="maintainer")
+        lifecycle.deprecate(session, ids[3], reason="the module went away", actor="maintainer")
+    report = json.loads(cli("stats", "--json").stdout)
+    assert report["stale"] == {
+        "flagged": 1,
+        "week": {
+            "flagged": 5,
+            "cleared": 1,
+            "edited": 1,
+            "superseded": 1,
+            "deprecated": 1,
+            "open": 1,
+        },
+    }
+    text = cli("stats").stdout
+    assert (
+        "possibly stale: 1 lessons flagged (`playbook-bot stale`); last 7 days: 5 flagged "
+        "(1 cleared, 1 edited, 1 superseded, 1 deprecated, 1 open)"
+    ) in text
