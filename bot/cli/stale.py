@@ -36,7 +36,7 @@ def stale(
     if reason is not None:
         raise UserError("--reason goes with --clear ID")
     with ctx.transaction() as session:
-        rows = flags.flagged(session, None if scope is None else {scope})
+        rows = flags.flagged(session, scope=scope, limit=10_000)
     if as_json:
         echo_json(rows)
         return

@@ -18,8 +18,10 @@ from sqlalchemy.orm import Session
 
 from playbook import clock
 from playbook.anchors.match import is_literal, matches_any
-from playbook.errors import BulletNotFound, InvalidInput
+from playbook.errors import BulletNotFound
+from playbook.lessons import fields
 from playbook.models import Bullet, Revision
+from playbook.scopes import EVERYTHING, View
 from playbook.version import bump_version
 
 FLAG = "flag_stale"
@@ -162,9 +164,7 @@ def files_gone(detail: str | None) -> str | None:
 
 def clear(session: Session, bullet_id: str, *, actor: str, reason: str | None = None) -> bool:
     """Clear ``bullet_id``'s flag (revision ``clear_stale``); False when it was not flagged."""
-    why = (reason or "").strip()
-    if len(why) > DETAIL_CHARS:
-        raise InvalidInput(f"reason: at most {DETAIL_CHARS} characters")
+    why = fields.text(reason or "", "reason", fields.REASON_CHARS)
     if session.get(Bullet, bullet_id) is None:
         raise BulletNotFound(bullet_id)
     # The playbook's version row first, then the lesson's: the lifecycle's lock order.
@@ -204,12 +204,14 @@ def unflag(bullet: Bullet) -> None:
     bullet.stale_pr = None
 
 
-def flagged(session: Session, scopes: set[str] | None = None) -> list[dict[str, Any]]:
-    """The flagged lessons, oldest flag first, of ``scopes`` (None: every scope)."""
-    query = select(Bullet).where(Bullet.stale_since.is_not(None))
-    if scopes is not None:
-        query = query.where(Bullet.scope.in_(sorted(scopes)))
-    rows = session.scalars(query.order_by(Bullet.stale_since, Bullet.id)).all()
+def flagged(
+    session: Session, view: View = EVERYTHING, scope: str | None = None, limit: int = 500
+) -> list[dict[str, Any]]:
+    """The flagged lessons ``view`` sees (of ``scope`` if given), oldest flag first."""
+    query = select(Bullet).where(Bullet.stale_since.is_not(None), view.lessons())
+    if scope is not None:
+        query = query.where(Bullet.scope == scope)
+    rows = session.scalars(query.order_by(Bullet.stale_since, Bullet.id).limit(limit)).all()
     return [as_dict(bullet) for bullet in rows]
 
 
