@@ -216,9 +216,8 @@ def why_removed(session: Session, ids: Sequence[str], view: View) -> dict[str, s
         reason = (demoted_reason or "").strip()
         gone = files_gone(stale_detail) if status == "active" else None
         if gone:
-            reasons[bullet_id] = (
-                f"left out until a maintainer looks: the files it is about were removed in {gone}"
-            )
+            # Short: the PR's table cuts a long reason.
+            reasons[bullet_id] = f"its files were removed in {gone}; out until a maintainer looks"
         elif status == "superseded" and superseded_by:
             if superseded_by not in shown:
                 # Its replacement (and the reason, which names it by default) is another scope's.

@@ -131,7 +131,7 @@ def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(lo
         chosen = [entry.bullet_id for entry in block.choose(session, [REPO, "global"])]
         why = syncs.why_removed(session, [gone], View(REPO))
     assert chosen == [kept]
-    assert why[gone].startswith("left out until a maintainer looks")
+    assert why[gone] == f"its files were removed in {REPO}#2; out until a maintainer looks"
     with transaction(loop.engine) as session:
         stale.clear(session, gone, actor="maintainer", reason="codespell runs on docs now")
         chosen = [entry.bullet_id for entry in block.choose(session, [REPO, "global"])]
@@ -169,3 +169,25 @@ def test_stats_digest_counts_the_weeks_flags_by_resolution(loop: Loop, cli) -> N
         "possibly stale: 1 lessons flagged (`playbook-bot stale`); last 7 days: 5 flagged "
         "(1 cleared, 1 edited, 1 superseded, 1 deprecated, 1 open)"
     ) in text
+
+
+def test_the_agents_md_sync_leaves_out_a_lesson_whose_files_are_gone(loop: Loop) -> None:
+    from tests.bot.agents_md_world import world_for
+
+    world = world_for(loop)
+    gone = _lesson(loop, "Keep the lock ordering of orders/locking.py", ["orders/locking.py"])
+    kept = _lesson(loop, "Dedupe webhook retries by the delivery id", ["hooks/**"])
+    world.sync()
+    _merge(loop, [("removed", "orders/locking.py", None), ("modified", "hooks/a.py", None)], 50)
+    report = world.sync()
+    assert report.action == "updated"
+    text = world.on_branch() or b""
+    assert f"[{gone}]".encode() not in text and f"[{kept}]".encode() in text
+    (pull,) = world.sync_pulls()
+    since = pull["body"].split("### Since the previous version of this pull request")[1]
+    assert f"- removed {gone}: its files were removed in {REPO}#50; out until a maintainer" in since
+    # A maintainer looked and cleared the flag: the next sync brings it back.
+    with transaction(loop.engine) as session:
+        stale.clear(session, gone, actor="maintainer", reason="the lock moved to orders/db.py")
+    world.sync()
+    assert f"[{gone}]".encode() in (world.on_branch() or b"")
