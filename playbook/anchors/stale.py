@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -231,13 +230,15 @@ def as_dict(bullet: Bullet) -> dict[str, Any]:
 
 
 def _state(bullet: Bullet) -> dict[str, Any]:
-    since = bullet.stale_since
-    return {
-        "paths": list(bullet.paths or []),
-        "stale_since": clock.to_utc(since).isoformat() if isinstance(since, datetime) else None,
-        "stale_detail": bullet.stale_detail,
-        "stale_pr": bullet.stale_pr,
-    }
+    """The lesson's revisable values, and its anchors (a rename rewrites them).
+
+    A whole snapshot, as every revision keeps: `as_of` and `revert` read it. The flag itself
+    is in the revision's reason, not in its values.
+    """
+    # Imported here: the lifecycle imports this module to clear flags on a confirmation.
+    from playbook.lessons.lifecycle import snapshot
+
+    return {**snapshot(bullet), "paths": list(bullet.paths or [])}
 
 
 def _flagged_by(session: Session, pr: str, bullet_ids: list[str]) -> set[str]:

@@ -191,3 +191,20 @@ def test_the_agents_md_sync_leaves_out_a_lesson_whose_files_are_gone(loop: Loop)
         stale.clear(session, gone, actor="maintainer", reason="the lock moved to orders/db.py")
     world.sync()
     assert f"[{gone}]".encode() in (world.on_branch() or b"")
+
+
+def test_the_flag_revisions_keep_the_whole_lesson(loop: Loop) -> None:
+    from datetime import timedelta
+
+    from playbook import clock
+
+    moved = _lesson(loop, "Keep the order state machine pure", ["orders/a.py"])
+    _merge(loop, [("renamed", "orders/b.py", "orders/a.py")])
+    with transaction(loop.engine) as session:
+        [row] = lifecycle.as_of(session, clock.now() + timedelta(seconds=1))
+        flagged = session.scalars(
+            select(Revision).where(Revision.bullet_id == moved, Revision.action == "flag_stale")
+        ).one()
+    # `list --as-of` still reads the lesson after its flag; the rename shows in the values.
+    assert row["text"] == "Keep the order state machine pure" and row["status"] == "active"
+    assert flagged.before["paths"] == ["orders/a.py"] and flagged.after["paths"] == ["orders/b.py"]
