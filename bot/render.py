@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from playbook.anchors.stale import files_gone
+from playbook.anchors.detail import files_gone
 from playbook.lessons.characters import FSI, PDI, isolated, right_to_left, visible
 from playbook.lessons.markdown import markdown_text
 from playbook.search.relevance import strength

@@ -16,9 +16,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
+from playbook.anchors.detail import GONE, files_gone
 from playbook.anchors.match import is_literal, matches_any
 from playbook.errors import BulletNotFound
 from playbook.lessons import fields
+from playbook.lessons.lifecycle import cleared_note, snapshot, unflag
 from playbook.models import Bullet, Revision
 from playbook.scopes import EVERYTHING, View
 from playbook.version import bump_version
@@ -31,8 +33,6 @@ MODIFIED, REMOVED, RENAMED = "modified", "removed", "renamed"
 # A detail names at most this many files of each kind, and is cut at DETAIL_CHARS.
 DETAIL_FILES = 5
 DETAIL_CHARS = 1000
-# What a detail says when every file the lesson names is gone (`files_gone` reads it).
-GONE = "removed every file it is about"
 _VERBS = {REMOVED: "deleted", RENAMED: "renamed", MODIFIED: "modified"}
 
 
@@ -153,14 +153,6 @@ def describe(pr: str, touched: Iterable[FileChange], *, gone: bool = False) -> s
     return _cut(text)
 
 
-def files_gone(detail: str | None) -> str | None:
-    """The PR that removed every file a flagged lesson is about, or None."""
-    if not detail:
-        return None
-    head, _, rest = detail.partition(" ")
-    return head if rest.startswith(GONE) else None
-
-
 def clear(session: Session, bullet_id: str, *, actor: str, reason: str | None = None) -> bool:
     """Clear ``bullet_id``'s flag (revision ``clear_stale``); False when it was not flagged."""
     why = fields.text(reason or "", "reason", fields.REASON_CHARS)
@@ -188,19 +180,6 @@ def clear(session: Session, bullet_id: str, *, actor: str, reason: str | None = 
     )
     session.flush()
     return True
-
-
-def cleared_note(bullet: Bullet, reason: str | None) -> str:
-    """What a revision that clears the flag says: the flag's PR, then ``reason``."""
-    note = f"stale flag cleared ({bullet.stale_pr or 'no PR'})"
-    return f"{reason}; {note}" if reason else note
-
-
-def unflag(bullet: Bullet) -> None:
-    """Forget the flag's fields (the revisions keep them)."""
-    bullet.stale_since = None
-    bullet.stale_detail = None
-    bullet.stale_pr = None
 
 
 def flagged(
@@ -235,9 +214,6 @@ def _state(bullet: Bullet) -> dict[str, Any]:
     A whole snapshot, as every revision keeps: `as_of` and `revert` read it. The flag itself
     is in the revision's reason, not in its values.
     """
-    # Imported here: the lifecycle imports this module to clear flags on a confirmation.
-    from playbook.lessons.lifecycle import snapshot
-
     return {**snapshot(bullet), "paths": list(bullet.paths or [])}
 
 

@@ -11,7 +11,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from playbook import clock, transitions
-from playbook.anchors import stale
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import characters, fields, replacements, secrets
 from playbook.lessons.checks import check_fields, check_status
@@ -300,8 +299,8 @@ def _apply(
     bullet.updated_at = clock.now()
     bullet.version = version
     if action in CLEARS_STALE and bullet.stale_since is not None:
-        reason = stale.cleared_note(bullet, reason)
-        stale.unflag(bullet)
+        reason = cleared_note(bullet, reason)
+        unflag(bullet)
     return Change(bullet, _record(session, bullet, action, actor, reason, before))
 
 
@@ -332,6 +331,19 @@ def edit(
         replacing = bullet.superseded_by if bullet.status == replacements.SUPERSEDED else None
         replacements.check_move(session, bullet, values["scope"], replacing)
     return _apply(session, bullet, "edit", actor, reason, **values)
+
+
+def cleared_note(bullet: Bullet, reason: str | None) -> str:
+    """What a revision that clears the stale flag says: the flag's PR, after ``reason``."""
+    note = f"stale flag cleared ({bullet.stale_pr or 'no PR'})"
+    return f"{reason}; {note}" if reason else note
+
+
+def unflag(bullet: Bullet) -> None:
+    """Forget the stale flag's fields (`playbook.anchors.stale`; the revisions keep them)."""
+    bullet.stale_since = None
+    bullet.stale_detail = None
+    bullet.stale_pr = None
 
 
 def approve(session: Session, bullet_id: str, *, actor: str, reason: str | None = None) -> Change:

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
-from playbook.anchors.stale import files_gone
+from playbook.anchors.detail import files_gone
 from playbook.models import Bullet, RuleFileSync
 from playbook.scopes import View
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
-from playbook.anchors.stale import files_gone
+from playbook.anchors.detail import files_gone
 from playbook.errors import PlaybookError
 from playbook.lessons.characters import visible
 from playbook.lessons.markdown import markdown_text
