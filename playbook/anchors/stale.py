@@ -71,6 +71,8 @@ def flag(
     hits: list[tuple[str, list[FileChange]]] = []
     for bullet_id, paths in candidates:
         anchors = _anchors(paths)
+        if not anchors:
+            continue  # most lessons: anchored only to their ticket
         touched = [c for c in relevant if matches_any(_old(c), anchors)]
         if touched:
             hits.append((bullet_id, touched))
