@@ -8,14 +8,12 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Protocol
 
-from github.File import File
 from github.GithubException import GithubException, UnknownObjectException
-from github.PaginatedList import PaginatedList
 from jira.exceptions import JIRAError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from bot import metrics, reaction_reads, review_reads
+from bot import metrics, pull_files, reaction_reads, review_reads
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
@@ -23,7 +21,7 @@ from bot.logs import current_delivery
 from bot.reaction_reads import ReactionsRead
 from bot.review_reads import FeedbackRead
 from playbook import db
-from playbook.anchors.pr_files import MAX_FILES, ChangedFile
+from playbook.anchors.stale import FileChange
 from playbook.deliveries import inbox, side_effects
 
 log = logging.getLogger(__name__)
@@ -93,8 +91,8 @@ class Effects(Protocol):
     def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
         """The pull request's title, body, commit messages and maybe its bounded diff."""
 
-    def pull_files(self, ref: TicketRef) -> list[ChangedFile]:
-        """The files the pull request ``ref`` changes, as GitHub lists them (3,000 at most)."""
+    def pull_files(self, ref: TicketRef) -> list[FileChange]:
+        """The files the pull request ``ref`` changes (`bot.pull_files`); [] if it is gone."""
 
     def forget_installation(self, installation_id: int) -> None:
         """Drop what is cached for a removed installation (its client and token)."""
@@ -326,6 +324,16 @@ class LiveEffects:
                 return []
             raise
 
+    def pull_files(self, ref: TicketRef) -> list[FileChange]:
+        """The PR's changed files, at most GitHub's 3,000; [] when the PR is gone."""
+        client = self.github.for_installation(ref.installation_id)
+        try:
+            return pull_files.read_files(client, ref.repo or "", ref.number or 0)
+        except GithubException as error:
+            if error.status == 404:
+                return []
+            raise
+
     def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
         """A PR's title, body, commit messages and (``with_diff``) bounded diff; None if gone."""
         client = self.github.for_installation(ref.installation_id)
@@ -340,22 +348,6 @@ class LiveEffects:
                 return None
             raise
         return PullWork(title, body, commits, diff)
-
-    def pull_files(self, ref: TicketRef) -> list[ChangedFile]:
-        """The PR's changed files, 100 to a page, at most `MAX_FILES`; none if the PR is gone."""
-        client = self.github.for_installation(ref.installation_id)
-        url = f"{client.get_repo(ref.repo or '').url}/pulls/{ref.number or 0}/files"
-        # A hundred to a page (GitHub's most): a 3,000-file PR is 30 requests, not 100.
-        listed = PaginatedList(File, client.requester, url, {"per_page": 100})
-        try:
-            return [
-                ChangedFile(str(f.filename), str(f.previous_filename or "") or None)
-                for f in islice(listed, MAX_FILES)
-            ]
-        except GithubException as error:
-            if error.status == 404:  # the PR is gone: nothing it changes
-                return []
-            raise
 
     def comment_reactions(self, ref: TicketRef, comment_id: str, etag: str | None) -> ReactionsRead:
         """The comment's reactions, conditionally (`bot.reaction_reads`)."""
@@ -486,7 +478,7 @@ class DryRunEffects:
         """None: a dry run has no GitHub to ask."""
         return None
 
-    def pull_files(self, ref: TicketRef) -> list[ChangedFile]:
+    def pull_files(self, ref: TicketRef) -> list[FileChange]:
         """None: a dry run has no GitHub to ask."""
         return []
 

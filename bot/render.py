@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from playbook.anchors.detail import files_gone
 from playbook.lessons.characters import FSI, PDI, isolated, right_to_left, visible
 from playbook.lessons.markdown import markdown_text
 from playbook.search.relevance import strength
@@ -42,6 +43,10 @@ def reason(hit: Hit) -> str:
         parts.append(f"cited {hit.cites} time{'s' if hit.cites != 1 else ''}")
     else:
         parts.append("not cited yet")
+    gone = files_gone(hit.stale_detail)
+    if gone:
+        # Flagged, not yet looked at by a maintainer: the reader weighs the lesson knowing it.
+        parts.insert(0, f"⚠ the files it is about were removed in {isolated(gone)}")
     history = ", ".join(parts)
     # The fit first, set apart: its matched words are a list of their own.
     return f"{fit} · {history}" if fit else history

@@ -106,6 +106,24 @@ class Demoted(BaseModel):
     learned_from: str | None
 
 
+class StaleWeek(BaseModel):
+    """Lessons flagged possibly stale in the last 7 days, by how each flag was resolved."""
+
+    flagged: int = 0
+    cleared: int = 0
+    edited: int = 0
+    superseded: int = 0
+    deprecated: int = 0
+    open: int = Field(0, description="Still flagged: no maintainer has looked yet.")
+
+
+class StaleCounts(BaseModel):
+    """Lessons a merged PR may have made stale (`playbook-bot stale`), and the week's digest."""
+
+    flagged: int = Field(0, description="Lessons flagged now, waiting for a maintainer.")
+    week: StaleWeek = Field(default_factory=StaleWeek)
+
+
 class ScopeBudget(BaseModel):
     """A scope's active lessons against its context budget (what an agent's context gives it)."""
 
@@ -148,6 +166,11 @@ class Stats(BaseModel):
         "interval of their effect on the merge rate below zero. `prune --apply` deprecates them.",
     )
     recently_demoted: list[Demoted]
+    stale: StaleCounts = Field(
+        default_factory=StaleCounts,
+        description="Lessons anchored to code a merged PR changed: flagged for a maintainer, "
+        "who confirms (edit, supersede, deprecate) or clears each; never deprecated by itself.",
+    )
     scopes: list[ScopeBudget] = Field(
         default_factory=list,
         description="Each scope's size against its context budget, by scope.",

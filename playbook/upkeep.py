@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, and_, case, func, literal, or_, select, tr
 from sqlalchemy.orm import Session
 
 from playbook import clock
+from playbook.anchors import digest as stale_digest
 from playbook.fit import report as fit_report
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, Rating, Retrieval, UsageEvent
@@ -220,6 +221,7 @@ def stats(
             }
             for b in demoted
         ],
+        "stale": stale_digest.stale_report(session, view, now),
     }
 
 

@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         api_gaps,
         api_proposals,
         api_relevance,
+        api_stale,
         api_supersede,
         github,
         health,
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.register_api(api_gaps.api)
     app.register_api(api_proposals.api)
     app.register_api(api_relevance.api)
+    app.register_api(api_stale.api)
     app.register_api(api_supersede.api)
     # The interactive docs: Swagger UI, served from the package's own files (no CDN).
     app.add_url_rule("/api/v1/docs", "api_docs", lambda: redirect("/api/v1/swagger", code=302))

@@ -124,6 +124,12 @@ def _service() -> ModuleType:
     return service
 
 
+def _stale() -> ModuleType:
+    from bot.cli import stale
+
+    return stale
+
+
 def _supersede() -> ModuleType:
     from bot.cli import supersede
 
@@ -302,6 +308,11 @@ COMMANDS: dict[str, Lazy] = {
         _reports,
         "stats",
         "How the playbook is doing: bullets, usage, coverage, best and worst lessons.",
+    ),
+    "stale": (
+        _stale,
+        "stale",
+        "List lessons flagged possibly stale by a merged PR, or clear one's flag (--clear ID).",
     ),
     "supersede": (
         _supersede,

@@ -87,7 +87,24 @@ def format_stats(report: dict[str, Any]) -> str:
             f"  {b['id']} {b['status']} on {b['demoted_on']:%Y-%m-%d}: {b['demoted_reason']}"
             for b in report["recently_demoted"]
         )
+    lines.extend(stale_lines(report.get("stale")))
     return "\n".join(lines)
+
+
+def stale_lines(stale: dict[str, Any] | None) -> list[str]:
+    """The stale flags: how many wait for a maintainer, and the week's flags resolved."""
+    if not stale or not (stale["flagged"] or stale["week"]["flagged"]):
+        return []
+    week = stale["week"]
+    how = ", ".join(
+        f"{week[k]} {k}"
+        for k in ("cleared", "edited", "superseded", "deprecated", "open")
+        if week[k]
+    )
+    return [
+        f"possibly stale: {stale['flagged']} lessons flagged (`playbook-bot stale`); "
+        f"last 7 days: {week['flagged']} flagged" + (f" ({how})" if how else "")
+    ]
 
 
 def format_scopes(scopes: list[dict[str, Any]]) -> list[str]:

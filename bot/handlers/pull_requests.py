@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot import agents_md, payloads, reactions
+from bot import agents_md, payloads, reactions, stale_flags
 from bot.effects import TicketRef
 from bot.handlers.context import Ignored, effect
 from bot.handlers.pull_news import apply_pull_request
@@ -83,6 +83,10 @@ def pull_request_changed(event: Event, services: Services) -> None:
         if event.action == "closed":
             # Whatever the closing counts for (an Ignored one too), its tickets are done.
             read_reactions(services, seen)
+            if seen.state == "merged":
+                # The merged code is the repository's now, whatever the outcome: lessons
+                # anchored to files it changed are flagged for a maintainer.
+                stale_flags.flag_merged(services, seen)
     if event.action == "synchronize":
         cite_commits(services, seen)
 

@@ -1,1 +1,1 @@
-"""Lessons anchored to code: the repository paths (globs) and symbols a lesson is about."""
+"""Lessons anchored to code: the paths and names a lesson is about, and when they change."""

@@ -42,6 +42,8 @@ DUPLICATE_OVERLAP = 0.8
 # is created, and the answer names the other, which it may supersede. Measured on duplicate
 # Jira summaries against unrelated ones of the same project: bench/similar_threshold.py.
 SIMILAR_OVERLAP = 0.5
+# A maintainer's edit, supersession or deprecation of a flagged lesson confirms the flag.
+CLEARS_STALE = ("edit", "supersede", "deprecate")
 
 
 @dataclass(frozen=True)
@@ -296,6 +298,9 @@ def _apply(
             raise transitions.conflict(bullet.id, before["status"])
     bullet.updated_at = clock.now()
     bullet.version = version
+    if action in CLEARS_STALE and bullet.stale_since is not None:
+        reason = cleared_note(bullet, reason)
+        unflag(bullet)
     return Change(bullet, _record(session, bullet, action, actor, reason, before))
 
 
@@ -326,6 +331,19 @@ def edit(
         replacing = bullet.superseded_by if bullet.status == replacements.SUPERSEDED else None
         replacements.check_move(session, bullet, values["scope"], replacing)
     return _apply(session, bullet, "edit", actor, reason, **values)
+
+
+def cleared_note(bullet: Bullet, reason: str | None) -> str:
+    """What a revision that clears the stale flag says: the flag's PR, after ``reason``."""
+    note = f"stale flag cleared ({bullet.stale_pr or 'no PR'})"
+    return f"{reason}; {note}" if reason else note
+
+
+def unflag(bullet: Bullet) -> None:
+    """Forget the stale flag's fields (`playbook.anchors.stale`; the revisions keep them)."""
+    bullet.stale_since = None
+    bullet.stale_detail = None
+    bullet.stale_pr = None
 
 
 def approve(session: Session, bullet_id: str, *, actor: str, reason: str | None = None) -> Change:

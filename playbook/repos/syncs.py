@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
+from playbook.anchors.detail import files_gone
 from playbook.models import Bullet, RuleFileSync
 from playbook.scopes import View
 
@@ -197,9 +198,13 @@ def why_removed(session: Session, ids: Sequence[str], view: View) -> dict[str, s
     if not ids:
         return reasons
     rows = session.execute(
-        select(Bullet.id, Bullet.status, Bullet.demoted_reason, Bullet.superseded_by).where(
-            Bullet.id.in_(list(ids)), view.lessons()
-        )
+        select(
+            Bullet.id,
+            Bullet.status,
+            Bullet.demoted_reason,
+            Bullet.superseded_by,
+            Bullet.stale_detail,
+        ).where(Bullet.id.in_(list(ids)), view.lessons())
     ).all()
     replacements = {row.superseded_by for row in rows if row.superseded_by}
     shown = set(
@@ -207,9 +212,13 @@ def why_removed(session: Session, ids: Sequence[str], view: View) -> dict[str, s
         if replacements
         else ()
     )
-    for bullet_id, status, demoted_reason, superseded_by in rows:
+    for bullet_id, status, demoted_reason, superseded_by, stale_detail in rows:
         reason = (demoted_reason or "").strip()
-        if status == "superseded" and superseded_by:
+        gone = files_gone(stale_detail) if status == "active" else None
+        if gone:
+            # Short: the PR's table cuts a long reason.
+            reasons[bullet_id] = f"its files were removed in {gone}; out until a maintainer looks"
+        elif status == "superseded" and superseded_by:
             if superseded_by not in shown:
                 # Its replacement (and the reason, which names it by default) is another scope's.
                 reasons[bullet_id] = "superseded"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
+from playbook.anchors.detail import files_gone
 from playbook.errors import PlaybookError
 from playbook.lessons.characters import visible
 from playbook.lessons.markdown import markdown_text
@@ -141,7 +142,14 @@ def choose(
     wins = case((Bullet.cites_success > 0, Bullet.cites_success), else_=0)
     losses = case((Bullet.cites_failure > 0, Bullet.cites_failure), else_=0)
     query = (
-        select(Bullet.id, Bullet.text, Bullet.cites_success, Bullet.cites_failure, Bullet.loads)
+        select(
+            Bullet.id,
+            Bullet.text,
+            Bullet.cites_success,
+            Bullet.cites_failure,
+            Bullet.loads,
+            Bullet.stale_detail,
+        )
         .where(Bullet.status == "active", Bullet.scope.in_(list(scopes)))
         # For equal wins, confidence (w+1)/(w+l+2) falls exactly as losses rise: ordering
         # by losses is the same order, in integers, so no float ties differ between databases.
@@ -159,7 +167,10 @@ def choose(
     chosen: list[Entry] = []
     result = session.execute(query)
     try:
-        for bullet_id, text, successes, failures, loads in result:
+        for bullet_id, text, successes, failures, loads, stale_detail in result:
+            if files_gone(stale_detail):
+                # Every file it is about was removed: out until a maintainer looks at it.
+                continue
             if not _SAFE_ID.fullmatch(bullet_id) or markdown_text(bullet_id) != bullet_id:
                 # Could not be cited, or read back, from the block; or (an imported id such
                 # as "@team" or "https://x") would be a mention or a link where it stands.

@@ -81,6 +81,8 @@ class Hit:
     # with the scope's recalibration applied, and the ticket's words it matched.
     relevance: float | None = None
     matched: tuple[str, ...] = ()
+    # What a merged PR did to the code it is anchored to, while flagged (`playbook.anchors`).
+    stale_detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -432,6 +434,7 @@ _RANKED = (
     Bullet.last_loaded_at,
     Bullet.ratings,
     Bullet.rating_sum,
+    Bullet.stale_detail,
 )
 
 
@@ -516,6 +519,7 @@ def _hits(
                 similarity=place.similarity if place else None,
                 text_rank=place.text_rank if place else None,
                 blended=place.blended if place else None,
+                stale_detail=bullet.stale_detail,
             )
         )
     return hits

@@ -193,12 +193,12 @@ class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
         filename: str,
         patch: str | None,
         status="modified",
+        previous: str | None = None,
         previous_filename: str | None = None,
     ) -> dict[str, Any]:
-        """A file the PR changes, its counts taken from ``patch`` (None: a binary file).
-
-        A rename (``status="renamed"``) names its old path in ``previous_filename``.
-        """
+        """A file the PR changes, its counts taken from ``patch`` (None: a binary file);
+        ``previous`` (or ``previous_filename``) is a renamed file's old path."""
+        previous = previous or previous_filename
         lines = (patch or "").splitlines()
         added = sum(1 for line in lines if line.startswith("+"))
         deleted = sum(1 for line in lines if line.startswith("-"))
@@ -215,8 +215,8 @@ class FakeGitHub(AppManifestRoutes, ReviewRoutes, GitRoutes, FakeServer):
         }
         if patch is not None:
             changed["patch"] = patch
-        if previous_filename is not None:
-            changed["previous_filename"] = previous_filename
+        if previous is not None:
+            changed["previous_filename"] = previous
         self.pull_files.setdefault((full_name, number), []).append(changed)
         return changed
 
