@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import BeforeValidator, Field
 
+from playbook.anchors import fields as anchors
 from playbook.lessons import characters, fields
+from playbook.lessons.fields import FieldProblem
 
 # Characters Python's str.strip() drops: a value made only of these is empty to the playbook.
 # Spelled out because JSON Schema (ECMA) and Python disagree on what `\s` means.
@@ -64,3 +67,52 @@ UrlScope = Annotated[
 BodyScope = Annotated[
     str, Field(min_length=1, max_length=fields.SCOPE_CHARS, pattern=NONBLANK, examples=["CTMS"])
 ]
+
+
+def _anchor_check(check: Callable[[object], list[str] | None]) -> Callable[[object], object]:
+    # A field's own words (`has a '..' segment`) as a 422 naming it, not a traceback.
+    def validate(value: object) -> object:
+        if isinstance(value, list | tuple):  # `?paths=a,b` and `?paths=a&paths=b` alike
+            value = [
+                part
+                for item in value
+                for part in (item.split(",") if isinstance(item, str) else [item])
+            ]
+        try:
+            return check(value) or []
+        except FieldProblem as problem:
+            raise ValueError(problem.why) from None
+
+    return validate
+
+
+_Glob = Annotated[str, Field(max_length=anchors.PATH_CHARS)]
+# A lesson's anchors (`playbook.anchors.fields`): checked and normalised as every door does.
+AnchorPaths = Annotated[
+    list[_Glob],
+    Field(
+        max_length=anchors.MAX_PATHS,
+        description="Repository globs the lesson is about, e.g. orders/locking.py or orders/**: "
+        "relative, no '..'. An empty list clears them.",
+    ),
+    BeforeValidator(_anchor_check(anchors.check_paths)),
+]
+AnchorSymbols = Annotated[
+    list[Annotated[str, Field(max_length=anchors.SYMBOL_CHARS)]],
+    Field(
+        max_length=anchors.MAX_SYMBOLS,
+        description="Function or class names it is about, e.g. OrderLock.acquire.",
+    ),
+    BeforeValidator(_anchor_check(anchors.check_symbols)),
+]
+SearchPaths = Annotated[
+    list[_Glob],
+    Field(max_length=anchors.MAX_SEARCH_PATHS),
+    BeforeValidator(
+        _anchor_check(lambda v: anchors.check_paths(v, "paths", anchors.MAX_SEARCH_PATHS))
+    ),
+]
+SEARCH_PATHS_DOC = (
+    "Files the work is about (e.g. the files an agent edits): lessons anchored there rank "
+    "first, as when the text names them."
+)
