@@ -43,6 +43,12 @@ _ANCHORED = select(Bullet.id, Bullet.scope, Bullet.paths, Bullet.symbols).where(
 )
 
 
+def forget() -> None:
+    """Drop the cached anchored lessons: for when a database was emptied or restored under it."""
+    with _LOCK:
+        _CACHE.clear()
+
+
 def _active_anchored(session: Session) -> list[_Anchored]:
     engine = session.get_bind()
     engine = getattr(engine, "engine", engine)

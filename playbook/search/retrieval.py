@@ -111,6 +111,7 @@ def forget_shared() -> None:
         _SHARED.clear()
     vectors.forget_shared()
     calibration.forget()
+    anchored.forget()
 
 
 class Retriever(SyncedIndex):
