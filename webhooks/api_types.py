@@ -72,14 +72,14 @@ BodyScope = Annotated[
 def _anchor_check(check: Callable[[object], list[str] | None]) -> Callable[[object], object]:
     # A field's own words (`has a '..' segment`) as a 422 naming it, not a traceback.
     def validate(value: object) -> object:
-        if isinstance(value, list | tuple):  # `?paths=a,b` and `?paths=a&paths=b` alike
-            value = [
-                part
-                for item in value
-                for part in (item.split(",") if isinstance(item, str) else [item])
-            ]
+        if not isinstance(value, list):
+            raise ValueError("must be a list of text")
+        # `?paths=a,b` and `?paths=a&paths=b` alike: a query string's list may hold commas.
+        items = [
+            p for item in value for p in (item.split(",") if isinstance(item, str) else [item])
+        ]
         try:
-            return check(value) or []
+            return check(items) or []
         except FieldProblem as problem:
             raise ValueError(problem.why) from None
 
