@@ -69,7 +69,9 @@ BodyScope = Annotated[
 ]
 
 
-def _anchor_check(check: Callable[[object], list[str] | None]) -> Callable[[object], object]:
+def _anchor_check(
+    check: Callable[[object], list[str] | None], most: int
+) -> Callable[[object], object]:
     # A field's own words (`has a '..' segment`) as a 422 naming it, not a traceback.
     def validate(value: object) -> object:
         if not isinstance(value, list):
@@ -78,6 +80,8 @@ def _anchor_check(check: Callable[[object], list[str] | None]) -> Callable[[obje
         items = [
             p for item in value for p in (item.split(",") if isinstance(item, str) else [item])
         ]
+        if len(items) > most:  # what is sent counts, before repeats are dropped
+            raise ValueError(f"has {len(items)} items, over the {most} allowed")
         try:
             return check(items) or []
         except FieldProblem as problem:
@@ -95,7 +99,7 @@ AnchorPaths = Annotated[
         description="Repository globs the lesson is about, e.g. orders/locking.py or orders/**: "
         "relative, no '..'. An empty list clears them.",
     ),
-    BeforeValidator(_anchor_check(anchors.check_paths)),
+    BeforeValidator(_anchor_check(anchors.check_paths, anchors.MAX_PATHS)),
 ]
 AnchorSymbols = Annotated[
     list[Annotated[str, Field(max_length=anchors.SYMBOL_CHARS)]],
@@ -103,13 +107,16 @@ AnchorSymbols = Annotated[
         max_length=anchors.MAX_SYMBOLS,
         description="Function or class names it is about, e.g. OrderLock.acquire.",
     ),
-    BeforeValidator(_anchor_check(anchors.check_symbols)),
+    BeforeValidator(_anchor_check(anchors.check_symbols, anchors.MAX_SYMBOLS)),
 ]
 SearchPaths = Annotated[
     list[_Glob],
     Field(max_length=anchors.MAX_SEARCH_PATHS),
     BeforeValidator(
-        _anchor_check(lambda v: anchors.check_paths(v, "paths", anchors.MAX_SEARCH_PATHS))
+        _anchor_check(
+            lambda v: anchors.check_paths(v, "paths", anchors.MAX_SEARCH_PATHS),
+            anchors.MAX_SEARCH_PATHS,
+        )
     ),
 ]
 SEARCH_PATHS_DOC = (
