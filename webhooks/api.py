@@ -152,7 +152,6 @@ class SearchQuery(BaseModel):
     ) = Field(None, description=work_scope.TICKET_DOC)
     scope: UrlScope | None = Field(None, description=SCOPE_DOC)
     min_relevance: float | None = Field(None, ge=0, le=1, description=MIN_RELEVANCE_DOC)
-    paths: api_types.SearchPaths | None = Field(None, description=api_types.SEARCH_PATHS_DOC)
 
 
 class SearchBody(BaseModel):
@@ -330,7 +329,7 @@ def _search(ask: SearchQuery | SearchBody, text: str) -> Response:
             experiment=settings.experiment,
             min_relevance=ask.min_relevance,
             floor=Floor.of(settings.min_relevance),
-            paths=ask.paths or (),
+            paths=getattr(ask, "paths", None) or (),  # POST /search's body only
         )
     return _json(answer)
 

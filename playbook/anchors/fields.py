@@ -31,7 +31,8 @@ def _items(value: object, field: str) -> list[str]:
 
 
 def check_path(value: str, field: str = "paths") -> str:
-    """One repository-relative glob, normalised (`./a//b` is `a/b`); FieldProblem if unsafe."""
+    """One repository-relative glob, normalised (`./a//b` is `a/b`; `.` is ""); FieldProblem
+    if unsafe."""
     raw = value.strip()
     if len(raw) > PATH_CHARS:
         raise FieldProblem(field, f"{raw[:40]!r}... is over {PATH_CHARS} characters")
@@ -47,9 +48,7 @@ def check_path(value: str, field: str = "paths") -> str:
     path = "/".join(parts)
     if raw.endswith("/") and path:
         path += "/**"  # `orders/` means the directory's files
-    if not path:
-        raise FieldProblem(field, f"{raw!r} names no path")
-    return path
+    return path  # "" for `.` or `./`: no path, dropped like an empty item
 
 
 def check_paths(value: object, field: str = "paths", most: int = MAX_PATHS) -> list[str] | None:
@@ -61,8 +60,9 @@ def check_paths(value: object, field: str = "paths", most: int = MAX_PATHS) -> l
         return None
     paths: dict[str, None] = {}
     for item in _items(value, field):
-        if item.strip():
-            paths.setdefault(check_path(item, field), None)
+        path = check_path(item, field) if item.strip() else ""
+        if path:
+            paths.setdefault(path, None)
     if len(paths) > most:
         raise FieldProblem(field, f"has {len(paths)} paths, over the {most} allowed")
     return list(paths) or None
