@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from bot import callers, write_limits
 from bot.config import Settings
 from playbook import agents, db
+from playbook.anchors import fields as anchor_fields
 from playbook.errors import BulletNotFound, DatabaseUnavailable, PlaybookError
 from playbook.lessons import fields
 from playbook.outcomes import usage
@@ -212,6 +213,14 @@ def build_server(
                 "below this (0..1). By default none is: each lesson carries its relevance.",
             ),
         ] = None,
+        paths: Annotated[
+            list[str] | None,
+            Field(
+                max_length=anchor_fields.MAX_SEARCH_PATHS,
+                description='Files the work is about, e.g. ["orders/locking.py"]: lessons '
+                "anchored there rank first.",
+            ),
+        ] = None,
     ) -> agents.SearchAnswer:
         """Find the lessons that fit a task, ranked as the bot ranks them for a ticket.
 
@@ -230,6 +239,8 @@ def build_server(
                 experiment=settings.experiment,
                 min_relevance=min_relevance,
                 floor=Floor.of(settings.min_relevance),
+                paths=anchor_fields.check_paths(paths, "paths", anchor_fields.MAX_SEARCH_PATHS)
+                or (),
             ),
         )
 
@@ -300,6 +311,17 @@ def build_server(
         tags: Annotated[
             list[str] | None, Field(description='Optional tags, e.g. ["payments"].')
         ] = None,
+        paths: Annotated[
+            list[str] | None,
+            Field(
+                description="Optional repository globs the lesson is about, e.g. "
+                '["orders/locking.py", "orders/**"] (at most 10, relative, no "..").'
+            ),
+        ] = None,
+        symbols: Annotated[
+            list[str] | None,
+            Field(description='Optional function or class names, e.g. ["OrderLock.acquire"].'),
+        ] = None,
     ) -> agents.ProposeAnswer:
         """Propose a lesson learned (status proposed until approved or its PR merges).
 
@@ -316,6 +338,8 @@ def build_server(
                 learned_from,
                 tags=tags,
                 max_chars=settings.max_lesson_chars,
+                paths=paths,
+                symbols=symbols,
             ),
         )
 

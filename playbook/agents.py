@@ -116,6 +116,8 @@ class Lesson(BaseModel):
     superseded_by: str | None = Field(
         None, description="The lesson that replaces this one, while its status is superseded."
     )
+    paths: list[str] | None = Field(None, description="Repository globs it is about.")
+    symbols: list[str] | None = Field(None, description="Function or class names it is about.")
 
 
 class RevisionEntry(BaseModel):
@@ -238,6 +240,8 @@ def lesson(bullet: Bullet, hide_link: bool = False) -> Lesson:
         demoted_on=bullet.demoted_on,
         demoted_reason=None if hide_link else bullet.demoted_reason,
         superseded_by=None if hide_link else bullet.superseded_by,
+        paths=bullet.paths or None,
+        symbols=bullet.symbols or None,
     )
 
 
@@ -309,6 +313,7 @@ def search(
     min_relevance: float | None = None,
     floor: Floor | None = None,
     scope: str | None = None,
+    paths: list[str] | tuple[str, ...] = (),
 ) -> SearchAnswer:
     """The lessons that fit ``query`` (first line: the summary), as the bot ranks them.
 
@@ -340,7 +345,7 @@ def search(
     arm = holdout.arm_for(session, experiment, key, now, stored.holdout_percent(session, key))
     result = retriever.search(
         session,
-        Ticket.from_text(text, key=key, scope=searched.primary),
+        Ticket.from_text(text, key=key, scope=searched.primary, paths=paths),
         k=min(k, MAX_K),
         max_chars=max_chars,
         record=key is not None and arm != "held_out",
@@ -462,6 +467,7 @@ def propose(
     tags: list[str] | None = None,
     scope: str | None = None,
     max_chars: int = fields.MAX_LESSON_CHARS,
+    **anchors: list[str] | None,
 ) -> ProposeAnswer:
     """Add a ``proposed`` lesson (active once a maintainer approves it or its PR merges).
 
@@ -481,6 +487,7 @@ def propose(
         status="proposed",
         source="agent" if caller.role == "agent" else "api",
         max_chars=max_chars,
+        **anchors,  # paths and symbols (`playbook.anchors.fields` checks them)
     )
     return ProposeAnswer(
         created=result.created,

@@ -23,7 +23,7 @@ from playbook.lessons import fields, lifecycle
 from playbook.outcomes import usage
 from playbook.search.floor import Floor
 from playbook.stats_answer import Stats, stats_of
-from webhooks import api_parts, problems
+from webhooks import api_parts, api_types, problems
 from webhooks.api_types import (
     LESSON_ID,
     MIN_RELEVANCE_DOC,
@@ -169,6 +169,7 @@ class SearchBody(BaseModel):
     ticket: TicketKey | None = Field(None, description=work_scope.TICKET_DOC)
     scope: BodyScope | None = Field(None, description=SCOPE_DOC)
     min_relevance: BodyFraction | None = Field(None, description=MIN_RELEVANCE_DOC)
+    paths: api_types.SearchPaths | None = Field(None, description=api_types.SEARCH_PATHS_DOC)
 
 
 class ProposeBody(BaseModel):
@@ -186,6 +187,8 @@ class ProposeBody(BaseModel):
     scope: (
         Annotated[str, Field(min_length=1, max_length=fields.SCOPE_CHARS, pattern=NONBLANK)] | None
     ) = Field(None, description="Maintainers only; an agent's lessons go to its token's scope.")
+    paths: api_types.AnchorPaths | None = None
+    symbols: api_types.AnchorSymbols | None = None
 
 
 class ReasonBody(BaseModel):
@@ -298,7 +301,7 @@ def get_lesson(path: LessonPath) -> Response:
 )
 def search(query: SearchQuery) -> Response:
     """The lessons that fit a task, ranked as the bot ranks them for a new ticket."""
-    return _search(query.q, query.k, query.ticket, query.scope, query.min_relevance)
+    return _search(query, query.q)
 
 
 @api.post(
@@ -309,25 +312,24 @@ def search(query: SearchQuery) -> Response:
 )
 def search_ticket(body: SearchBody) -> Response:
     """Like GET /search, for a ticket's whole text (up to 10,000 characters)."""
-    return _search(body.query, body.k, body.ticket, body.scope, body.min_relevance)
+    return _search(body, body.query)
 
 
-def _search(
-    text: str, k: int, ticket: str | None, scope: str | None, min_relevance: float | None
-) -> Response:
+def _search(ask: SearchQuery | SearchBody, text: str) -> Response:
     settings = runtime().settings
     with db.transaction(runtime().engine) as session:
         answer = agents.search(
             session,
             _caller(),
             text,
-            k=k,
-            ticket=ticket,
-            scope=scope,
+            k=ask.k,
+            ticket=ask.ticket,
+            scope=ask.scope,
             max_chars=settings.comment_max_chars,
             experiment=settings.experiment,
-            min_relevance=min_relevance,
+            min_relevance=ask.min_relevance,
             floor=Floor.of(settings.min_relevance),
+            paths=getattr(ask, "paths", None) or (),  # POST /search's body only
         )
     return _json(answer)
 
@@ -358,6 +360,7 @@ def propose(body: ProposeBody) -> Response:
             tags=body.tags,
             scope=body.scope,
             max_chars=settings.max_lesson_chars,
+            **body.model_dump(include={"paths", "symbols"}),
         )
     return _json(answer, 201 if answer.created else 200)
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import BeforeValidator, Field
 
+from playbook.anchors import fields as anchors
 from playbook.lessons import characters, fields
+from playbook.lessons.fields import FieldProblem
 
 # Characters Python's str.strip() drops: a value made only of these is empty to the playbook.
 # Spelled out because JSON Schema (ECMA) and Python disagree on what `\s` means.
@@ -64,3 +68,89 @@ UrlScope = Annotated[
 BodyScope = Annotated[
     str, Field(min_length=1, max_length=fields.SCOPE_CHARS, pattern=NONBLANK, examples=["CTMS"])
 ]
+
+
+# The anchors' rules as JSON Schema patterns (ECMA and Python read them alike): relative (no
+# leading `/`, no drive), no `..` segment, no control character or backslash; a name.
+PATH_PATTERN = r"^(?! */)(?! *[A-Za-z]:)(?!(?:.*/| *)\.\.(?:/| *$))[^\x00-\x1f\x7f\\]*$"
+SYMBOL_PATTERN = r"^ *(?:[A-Za-z_][A-Za-z0-9_.]*)? *$"
+
+
+def _anchor_check(
+    check: Callable[[list[str]], list[str] | None],
+    most: int,
+    pattern: str,
+    longest: int,
+) -> Callable[[object], object]:
+    # What the schema documents, checked on what is sent; then normalised as every door does.
+    # A field's own words (`has a '..' segment`) as a 422 naming it, not a traceback.
+    matches = re.compile(pattern).fullmatch
+
+    def validate(value: object) -> object:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ValueError("must be a list of text")
+        items = value
+        if len(items) > most:  # what is sent counts, before repeats are dropped
+            raise ValueError(f"has {len(items)} items, over the {most} allowed")
+        for item in items:
+            if len(item) > longest or not matches(item):
+                try:
+                    check([item])
+                except FieldProblem as problem:
+                    raise ValueError(problem.why) from None
+                raise ValueError(f"{item[:40]!a} is not allowed here")
+        try:
+            return check(items) or []
+        except FieldProblem as problem:
+            raise ValueError(problem.why) from None
+
+    return validate
+
+
+def _search_paths(items: list[str]) -> list[str] | None:
+    return anchors.check_paths(items, "paths", anchors.MAX_SEARCH_PATHS)
+
+
+_Glob = Annotated[
+    str, Field(max_length=anchors.PATH_CHARS, json_schema_extra={"pattern": PATH_PATTERN})
+]
+# A lesson's anchors (`playbook.anchors.fields`): checked and normalised as every door does.
+AnchorPaths = Annotated[
+    list[_Glob],
+    Field(
+        max_length=anchors.MAX_PATHS,
+        description="Repository globs the lesson is about, e.g. orders/locking.py or orders/**: "
+        "relative, no '..'. An empty list clears them.",
+    ),
+    BeforeValidator(
+        _anchor_check(anchors.check_paths, anchors.MAX_PATHS, PATH_PATTERN, anchors.PATH_CHARS)
+    ),
+]
+AnchorSymbols = Annotated[
+    list[
+        Annotated[
+            str,
+            Field(max_length=anchors.SYMBOL_CHARS, json_schema_extra={"pattern": SYMBOL_PATTERN}),
+        ]
+    ],
+    Field(
+        max_length=anchors.MAX_SYMBOLS,
+        description="Function or class names it is about, e.g. OrderLock.acquire.",
+    ),
+    BeforeValidator(
+        _anchor_check(
+            anchors.check_symbols, anchors.MAX_SYMBOLS, SYMBOL_PATTERN, anchors.SYMBOL_CHARS
+        )
+    ),
+]
+SearchPaths = Annotated[
+    list[_Glob],
+    Field(max_length=anchors.MAX_SEARCH_PATHS),
+    BeforeValidator(
+        _anchor_check(_search_paths, anchors.MAX_SEARCH_PATHS, PATH_PATTERN, anchors.PATH_CHARS)
+    ),
+]
+SEARCH_PATHS_DOC = (
+    "Files the work is about (e.g. the files an agent edits): lessons anchored there rank "
+    "first, as when the text names them. POST /search only (a list does not fit a URL's limits)."
+)

@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # PROMETHEUS_MULTIPROC_DIR before anything imports prometheus_client (metrics does).
     from webhooks import (
         api,
+        api_anchors,
         api_consolidations,
         api_experiment,
         api_gaps,
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     ):
         app.register_blueprint(blueprint)
     app.register_api(api.api)
+    app.register_api(api_anchors.api)
     app.register_api(api_consolidations.api)
     app.register_api(api_experiment.api)
     app.register_api(api_gaps.api)

@@ -210,7 +210,7 @@ COMMANDS: dict[str, Lazy] = {
     "edit": (
         _bullets,
         "edit",
-        "Change a bullet's text, tags, section, scope or provenance.",
+        "Change a bullet's text, tags, section, scope, provenance or anchors.",
     ),
     "embed": (
         _embed,

@@ -97,6 +97,10 @@ def _parse_as_of(value: str) -> datetime:
     "--status", type=click.Choice(["proposed", "active"]), default="active", show_default=True
 )
 @click.option("--source-url", default=None, help="Where the lesson was captured.")
+@click.option(
+    "--paths", default=None, help="Comma-separated repository globs it is about, e.g. orders/**."
+)
+@click.option("--symbols", default=None, help="Comma-separated function or class names.")
 @click.option("--reason", default=None, help="Why it is being added (kept in the history).")
 @pass_context
 def add(
@@ -108,6 +112,8 @@ def add(
     section: str,
     status: str,
     source_url: str | None,
+    paths: str | None,
+    symbols: str | None,
     reason: str | None,
 ) -> None:
     """Add a lesson and print its id (or the id of the near-duplicate that already exists)."""
@@ -123,6 +129,8 @@ def add(
             status=status,
             source="cli",
             source_url=source_url,
+            paths=paths,
+            symbols=symbols,
             reason=reason,
             max_chars=ctx.settings.max_lesson_chars,
         )
@@ -231,6 +239,9 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
     if bullet.source_url:
         click.echo(f"source url:   {bullet.source_url}")
     click.echo(f"tags:         {', '.join(bullet.tags) or '-'}")
+    if bullet.paths or bullet.symbols:
+        click.echo(f"paths:        {', '.join(bullet.paths or []) or '-'}")
+        click.echo(f"symbols:      {', '.join(bullet.symbols or []) or '-'}")
     click.echo(f"created:      {_when(bullet.created_at)}   updated: {_when(bullet.updated_at)}")
     if successor:
         later = f" (now superseded by {' -> '.join(successor[1:])})" if successor[1:] else ""
@@ -264,6 +275,12 @@ def show(ctx: Context, bullet_id: str, as_json: bool) -> None:
 @click.option("--scope", default=None)
 @click.option("--learned-from", default=None)
 @click.option("--source-url", default=None)
+@click.option(
+    "--paths", default=None, help="Comma-separated globs (replaces the old ones; '' clears)."
+)
+@click.option(
+    "--symbols", default=None, help="Comma-separated names (replaces the old ones; '' clears)."
+)
 @click.option("--reason", default=None, help="Why (kept in the history).")
 @pass_context
 def edit(
@@ -275,9 +292,11 @@ def edit(
     scope: str | None,
     learned_from: str | None,
     source_url: str | None,
+    paths: str | None,
+    symbols: str | None,
     reason: str | None,
 ) -> None:
-    """Change a bullet's text, tags, section, scope or provenance."""
+    """Change a bullet's text, tags, section, scope, provenance or anchors."""
     changes = {
         "text": text,
         "tags": tags,
@@ -285,6 +304,8 @@ def edit(
         "scope": scope,
         "learned_from": learned_from,
         "source_url": source_url,
+        "paths": paths,
+        "symbols": symbols,
     }
     if all(value is None for value in changes.values()):
         raise click.UsageError("say what to change, e.g. --text or --tags")

@@ -8,11 +8,13 @@ import click
 
 from bot.cli.base import Context, UserError, echo_json, note, pass_context
 from playbook import clock
+from playbook.anchors import fields as anchor_fields
 from playbook.experiment import holdout
 from playbook.lessons import fields
 from playbook.repos import stored
 from playbook.scopes import EVERYTHING
 from playbook.search import search_scope
+from playbook.search.anchored import ANCHOR_BOOST
 from playbook.search.floor import Floor
 from playbook.search.ranking import RANK_MODES
 from playbook.search.relevance import strength
@@ -84,6 +86,11 @@ def rerank_line(result: SearchResult) -> str:
     default=None,
     help="Leave out lessons whose estimated chance of fitting is below this (0..1).",
 )
+@click.option(
+    "--paths",
+    default=None,
+    help="Comma-separated files the work is about: lessons anchored there rank first.",
+)
 @click.option("--explain", is_flag=True, help="Show the parts of each score and why each fits.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--record", is_flag=True, help="Record the shown lessons as loads for --ticket.")
@@ -98,6 +105,7 @@ def search(
     rank_by: str,
     max_chars: int | None,
     min_relevance: float | None,
+    paths: str | None,
     explain: bool,
     as_json: bool,
     record: bool,
@@ -111,6 +119,7 @@ def search(
         raise UserError("--record needs --ticket KEY, the ticket the lessons are loaded for")
     if not text.strip():
         raise UserError("give the ticket's text to search for")
+    named = anchor_fields.check_paths(paths, "--paths", anchor_fields.MAX_SEARCH_PATHS) or []
     bar = Floor.of(ctx.settings.min_relevance)
     with ctx.transaction() as session:
         # The rule every door follows: the ticket's scope, the scope named, or every scope.
@@ -122,6 +131,7 @@ def search(
             labels=[label.strip() for label in labels.split(",") if label.strip()],
             scope=searched.primary,
             key=ticket,
+            paths=named,
         )
         now = clock.now()
         share = stored.holdout_percent(session, ticket)
@@ -178,6 +188,7 @@ def search(
                         "relevance": round(hit.relevance or 0.0, 4),
                         "fit": strength(hit.relevance or 0.0, bar.lesson),
                         "matched": list(hit.matched),
+                        "anchor": hit.anchor,
                     }
                     | (
                         {
@@ -223,8 +234,15 @@ def search(
             if result.rerank == "used":
                 click.echo(f"{'':>12}{rerank_part(hit)}")
             click.echo(f"{'':>12}{fit_part(hit, bar)}")
+            if hit.anchor:
+                click.echo(f"{'':>12}{anchor_part(hit)}")
     if record:
         note(f"recorded {len(result.hits)} loads for {ticket} (query {result.query_id})")
+
+
+def anchor_part(hit: Hit) -> str:
+    """Why an anchored lesson was raised: ``anchored to orders/locking.py named in the ticket``."""
+    return f"anchor x{ANCHOR_BOOST:g}: anchored to {hit.anchor} named in the ticket"
 
 
 def _rounded(value: float | None) -> float | None:

@@ -183,6 +183,8 @@ def _snapshot(values: Mapping[str, Any]) -> dict[str, Any]:
                 value = clock.to_utc(value).isoformat()
             elif key == "tags":
                 value = list(value or [])
+            elif value is not None and key in ("paths", "symbols"):
+                value = list(value)
             out[key] = value
     return out
 
@@ -203,6 +205,8 @@ def _new_row(values: dict[str, Any], version: int, now: datetime) -> dict[str, A
         "demoted_on": values.get("demoted_on"),
         "demoted_reason": values.get("demoted_reason"),
         "superseded_by": values.get("superseded_by"),
+        "paths": values.get("paths"),
+        "symbols": values.get("symbols"),
         "created_at": created_at,
         # A new bullet from an export keeps its own times, so export -> import round-trips.
         "updated_at": values.get("updated_at") or created_at,

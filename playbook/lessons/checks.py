@@ -7,6 +7,7 @@ from datetime import date, datetime
 from typing import Any
 
 from playbook import clock
+from playbook.anchors import fields as anchors
 from playbook.lessons import fields, secrets
 from playbook.lessons.fields import FieldProblem
 from playbook.models import STATUSES
@@ -109,6 +110,11 @@ def check_fields(
                 secrets.refuse(key, kept)  # shown as the lesson's link: no password in it
         elif key == "tags":
             cleaned[key] = check_tags(value)
+        elif key == "paths":
+            # None or "" leaves the lesson unanchored (an edit's `--paths ''` clears them).
+            cleaned[key] = anchors.check_paths(value)
+        elif key == "symbols":
+            cleaned[key] = anchors.check_symbols(value)
         elif key == "status":
             cleaned[key] = check_status(value)
         elif key == "superseded_by":

@@ -33,10 +33,22 @@ SNAPSHOT_FIELDS = (
     "demoted_on",
     "demoted_reason",
     "superseded_by",
+    "paths",
+    "symbols",
 )
 # What a reader of a bullet sees (CLI --json, the agent API): its fields and its counters.
 PUBLIC_FIELDS = ("id", *SNAPSHOT_FIELDS, "created_at", "updated_at", *COUNTER_FIELDS)
-EDITABLE_FIELDS = ("text", "section", "tags", "scope", "learned_from", "source", "source_url")
+EDITABLE_FIELDS = (
+    "text",
+    "section",
+    "tags",
+    "scope",
+    "learned_from",
+    "source",
+    "source_url",
+    "paths",
+    "symbols",
+)
 DUPLICATE_OVERLAP = 0.8
 # A new lesson sharing this much of its words with a live one (but less than a near-duplicate)
 # is created, and the answer names the other, which it may supersede. Measured on duplicate
@@ -90,6 +102,8 @@ def snapshot(bullet: Bullet) -> dict[str, Any]:
             value = clock.to_utc(value).isoformat()
         elif field == "tags":
             value = list(value or [])
+        elif value is not None and field in ("paths", "symbols"):
+            value = list(value)  # a copy: the revision must not follow later edits
         values[field] = value
     return values
 
@@ -209,13 +223,16 @@ def add(
     reason: str | None = None,
     max_chars: int = fields.MAX_LESSON_CHARS,
     replacing: Collection[str] = (),
+    paths: Iterable[str] | str | None = None,
+    symbols: Iterable[str] | str | None = None,
 ) -> AddResult:
     """Add a bullet with a new `pb-<n>` id, unless a near-duplicate already exists in its scope.
 
     Every field is checked first (FieldProblem names the bad one): ``learned_from`` must name
     a ticket, and the text may be at most ``max_chars`` long. ``replacing`` names the lessons
     the new one is about to supersede (a consolidation's members): nearly duplicating them is
-    the point, so they are not compared.
+    the point, so they are not compared. ``paths`` and ``symbols`` anchor it to code
+    (`playbook.anchors.fields`); None leaves it unanchored.
     """
     checked = check_fields(
         {
@@ -228,6 +245,8 @@ def add(
             "section": "best_practice" if section is None else section,
             "source": source,
             "source_url": source_url,
+            "paths": paths if paths is None or isinstance(paths, str) else list(paths),
+            "symbols": symbols if symbols is None or isinstance(symbols, str) else list(symbols),
         },
         max_chars=max_chars,
     )
@@ -253,6 +272,8 @@ def add(
         learned_from=checked["learned_from"],
         source=checked["source"],
         source_url=checked["source_url"],
+        paths=checked["paths"],
+        symbols=checked["symbols"],
         status=status,
         created_at=now,
         updated_at=now,
@@ -313,7 +334,8 @@ def edit(
     max_chars: int = fields.MAX_LESSON_CHARS,
     **changes: Any,
 ) -> Change:
-    """Change a bullet's text, tags, section, scope or provenance; None leaves a field as it is.
+    """Change a bullet's text, tags, section, scope, provenance or anchors; None leaves a field
+    as it is (and an empty ``paths`` or ``symbols`` clears it).
 
     The new values are checked like an added bullet's: an empty ``learned_from`` or a text
     longer than ``max_chars`` is refused with the field named, and nothing changes.

@@ -372,6 +372,9 @@ def apply(
             "demoted_on": None,
             "demoted_reason": None,
             "superseded_by": None,
+            # Anchors, when the rule's file gave some (`paths`); revisions record them.
+            "paths": values.get("paths"),
+            "symbols": values.get("symbols"),
             "created_at": now,
             "updated_at": now,
             "loads": 0,

@@ -16,10 +16,11 @@ from sqlalchemy import Engine, bindparam, select
 from sqlalchemy.orm import Session
 
 from playbook import clock
+from playbook.anchors import matching
 from playbook.errors import InvalidInput
 from playbook.models import Bullet
 from playbook.outcomes import usage
-from playbook.search import calibration, ranking, relevance, rerank, vectors
+from playbook.search import anchored, calibration, ranking, relevance, rerank, vectors
 from playbook.search.rerank import QueryEmbedding, RerankConfig
 from playbook.search.search_log import (  # noqa: F401 (the log's names, as callers know them)
     HELD_OUT,
@@ -83,6 +84,8 @@ class Hit:
     matched: tuple[str, ...] = ()
     # What a merged PR did to the code it is anchored to, while flagged (`playbook.anchors`).
     stale_detail: str | None = None
+    # What of its anchors the ticket names (`playbook.anchors`), which raised it; else None.
+    anchor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ def forget_shared() -> None:
         _SHARED.clear()
     vectors.forget_shared()
     calibration.forget()
+    anchored.forget()
 
 
 class Retriever(SyncedIndex):
@@ -177,7 +181,10 @@ class Retriever(SyncedIndex):
             except rerank.NoRerank as error:
                 reason = str(error)
         if used != rerank.USED:
-            hits = self._rank(session, tokens, allowed, k, rank_by, max_chars)
+            named = matching.named_in(
+                matching.ticket_text(ticket.summary, ticket.description), ticket.paths
+            )
+            hits = self._rank(session, tokens, allowed, k, rank_by, max_chars, named)
         hits = self._estimate(session, ticket, tokens, hits)
         if min_relevance is not None:
             kept = [hit for hit in hits if (hit.relevance or 0.0) >= min_relevance]
@@ -231,7 +238,13 @@ class Retriever(SyncedIndex):
         return [
             replace(
                 hit,
-                relevance=round(relevance.shifted(model.probability(f), shift), 6),
+                relevance=round(
+                    max(
+                        relevance.shifted(model.probability(f), shift),
+                        anchored.ANCHOR_RELEVANCE if hit.anchor else 0.0,
+                    ),
+                    6,
+                ),
                 matched=relevance.matched_words(ticket, hit.text, hit.tags, idf, words=words),
             )
             for hit, f in zip(hits, features, strict=True)
@@ -245,8 +258,39 @@ class Retriever(SyncedIndex):
         k: int,
         rank_by: str,
         max_chars: int | None,
+        named: matching.Named | None = None,
     ) -> list[Hit]:
-        return _hits(self._ordered(session, tokens, scopes, k, rank_by, max_chars), k, max_chars)
+        scored = self._ordered(session, tokens, scopes, k, rank_by, max_chars)
+        if named:
+            scored = self._anchored(session, scored, named, scopes, rank_by)
+        return _hits(scored, k, max_chars)
+
+    def _anchored(
+        self,
+        session: Session,
+        scored: list[_Scored],
+        named: matching.Named,
+        scopes: set[str],
+        rank_by: str,
+    ) -> list[_Scored]:
+        """The candidates with the lessons anchored to what the ticket names first.
+
+        Those share no word with the ticket are looked up by their anchors and joined with
+        a text score of 0; each raised lesson's score is ANCHOR_BOOST times its own.
+        """
+        found = anchored.lessons_named(session, named, scopes)
+        if not found:
+            return scored
+        have = {item.bullet_id for item in scored}
+        extra = [(bullet_id, 0.0) for bullet_id in sorted(found) if bullet_id not in have]
+        joined = scored + self._score(session, extra, rank_by, clock.now(), True)
+        raised = [
+            replace(item, score=item.score * anchored.ANCHOR_BOOST, anchor=found[item.bullet_id])
+            for item in joined
+            if item.bullet_id in found
+        ]
+        raised.sort(key=lambda item: (-item.score, item.bullet_id))
+        return raised + [item for item in scored if item.bullet_id not in found]
 
     def _reranked(
         self,
@@ -469,6 +513,7 @@ class _Scored:
     order: tuple[float, ...]
     row: Any  # the bullet's columns in _RANKED
     rating_multiplier: float = 1.0
+    anchor: str | None = None  # what of its anchors the ticket names (`Hit.anchor`)
 
 
 def _freshness_at(now: datetime) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -520,6 +565,7 @@ def _hits(
                 text_rank=place.text_rank if place else None,
                 blended=place.blended if place else None,
                 stale_detail=bullet.stale_detail,
+                anchor=item.anchor,
             )
         )
     return hits

@@ -486,6 +486,8 @@ class Ticket:
     description: str | None = None
     labels: tuple[str, ...] = field(default_factory=tuple)
     scope: str | None = None
+    # Repository paths a search names outright (`paths`), besides those its text names.
+    paths: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         # Every way of making a ticket (Jira, GitHub, the CLI, the API) passes through here.
@@ -532,12 +534,22 @@ class Ticket:
 
     @classmethod
     def from_text(
-        cls, text: str, labels: Sequence[str] = (), scope: str | None = None, key: str | None = None
+        cls,
+        text: str,
+        labels: Sequence[str] = (),
+        scope: str | None = None,
+        key: str | None = None,
+        paths: Sequence[str] = (),
     ) -> Ticket:
         """From free text (the CLI and the API): the first line is the summary."""
         summary, _, rest = text.strip().partition("\n")
         return cls(
-            key=key, summary=summary, description=rest or None, labels=tuple(labels), scope=scope
+            key=key,
+            summary=summary,
+            description=rest or None,
+            labels=tuple(labels),
+            scope=scope,
+            paths=tuple(paths),
         )
 
 

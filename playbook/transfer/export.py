@@ -33,6 +33,8 @@ EXPORT_FIELDS = (
     "superseded_by",
     "source",
     "source_url",
+    "paths",
+    "symbols",
     "created_at",
     "updated_at",
 )
@@ -65,6 +67,9 @@ def bullet_record(bullet: Any) -> dict[str, Any]:
         "superseded_by": bullet.superseded_by,
         "source": bullet.source,
         "source_url": bullet.source_url,
+        # Anchors to code (None: unanchored); CSV writes them comma-separated like tags.
+        "paths": list(bullet.paths) if bullet.paths else None,
+        "symbols": list(bullet.symbols) if bullet.symbols else None,
         "created_at": iso(bullet.created_at),
         "updated_at": iso(bullet.updated_at),
     }
@@ -83,6 +88,8 @@ _RECORD_COLUMNS = (
     Bullet.superseded_by,
     Bullet.source,
     Bullet.source_url,
+    Bullet.paths,
+    Bullet.symbols,
     Bullet.created_at,
     Bullet.updated_at,
 )
@@ -131,6 +138,8 @@ def write_bullets(
                 record
                 | {
                     "tags": ",".join(record["tags"]),
+                    "paths": ",".join(record["paths"] or []),
+                    "symbols": ",".join(record["symbols"] or []),
                     "deprecated": "true" if record["deprecated"] else "false",
                 }
             )

@@ -41,6 +41,8 @@ _PLAIN_FIELDS = (
     "tags",
     "status",
     "superseded_by",
+    "paths",
+    "symbols",
     "created_at",
     "updated_at",
 )

@@ -58,6 +58,9 @@ FREE_TEXT_COLUMNS = {
 FREE_TEXT_FIELDS = {"text", "query", "q", "reason", "tags", "phase", "consumer", "task", "cursor"}
 # Opaque strings of the caller's own (a search's id it echoes back): no scope's key.
 FREE_TEXT_FIELDS |= {"queryId", "query_id"}
+# Paths in the caller's own repository and names in its code (`victim/secret` is a folder
+# name there): anchors, never another scope's key.
+FREE_TEXT_FIELDS |= {"paths", "symbols"}
 MISSING_ID = "pb-99999"
 MISSING_CONSOLIDATION = "99999"
 # Routes outside the OpenAPI document that the walk does not call with the token: the MCP

@@ -41,6 +41,7 @@ VALID: dict[tuple[str, str], tuple[dict[str, str], dict[str, Any], Any]] = {
     ("post", "/api/v1/lessons/{id}/supersede"): ({"id": "pb-2"}, {}, {"by": "pb-1"}),
     ("post", "/api/v1/lessons/{id}/clear-stale"): ({"id": "pb-1"}, {}, {"reason": "holds"}),
     ("get", "/api/v1/stale"): ({}, {}, None),
+    ("post", "/api/v1/lessons/{id}/anchors"): ({"id": "pb-1"}, {}, {"paths": ["orders/**"]}),
     ("get", "/api/v1/search"): ({}, {"q": "webhooks", "k": 5, "ticket": "CTMS-2"}, None),
     ("post", "/api/v1/search"): ({}, {}, {"query": "webhooks", "ticket": "CTMS-2"}),
     ("get", "/api/v1/stats"): ({}, {}, None),

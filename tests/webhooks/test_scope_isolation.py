@@ -223,6 +223,10 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
             for i in ids
             for by in (world["mine"], world["helpful"])
         ],
+        ("post", f"{v1}/lessons/{{id}}/anchors"): [
+            (f"{v1}/lessons/{i}/anchors", {"paths": ["orders/**"], "reason": "because"})
+            for i in ids
+        ],
     }
 
 

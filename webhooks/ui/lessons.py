@@ -167,6 +167,10 @@ def edit(bullet_id: str) -> Response | tuple[str, int]:
         "scope": form.get("scope", ""),
         "learned_from": form.get("learned_from", ""),
         "tags": [tag for tag in form.get("tags", "").split(",") if tag.strip()],
+        # Comma-separated, as typed: an emptied field clears the anchors, a form without the
+        # field (a page from before anchors) leaves them.
+        "paths": form.get("paths"),
+        "symbols": form.get("symbols"),
     }
     try:
         with db.transaction(runtime().engine) as session:
@@ -181,6 +185,8 @@ def edit(bullet_id: str) -> Response | tuple[str, int]:
                 scope=values["scope"] or None,
                 learned_from=values["learned_from"],
                 tags=values["tags"],
+                paths=values["paths"],
+                symbols=values["symbols"],
             )
             changed = change.changed
     except InvalidInput as problem:
