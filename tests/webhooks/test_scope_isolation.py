@@ -227,6 +227,11 @@ def api_calls(world: dict[str, str]) -> dict[tuple[str, str], list[tuple[str, An
             (f"{v1}/lessons/{i}/anchors", {"paths": ["orders/**"], "reason": "because"})
             for i in ids
         ],
+        # Possibly stale lessons: a scoped token reads its own scope's; clearing is maintainers'.
+        ("get", f"{v1}/stale"): [(f"{v1}/stale", None)],
+        ("post", f"{v1}/lessons/{{id}}/clear-stale"): [
+            (f"{v1}/lessons/{i}/clear-stale", {"reason": "because"}) for i in ids
+        ],
     }
 
 
