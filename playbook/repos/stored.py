@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from playbook import scopes
 from playbook.models import RepoSettingsRow
-from playbook.repos.settings import resolve
+from playbook.repos.settings import RepoSettings, resolve
 
 FIELDS = (
     "installation_id",
@@ -86,18 +86,18 @@ def holdout_percent(session: Session, ticket_key: str | None) -> int | None:
     repository = scopes.scope_of(ticket_key)
     if repository is None or "/" not in repository:
         return None  # a Jira key, or no scope's: no repository settings apply
-    values = get(session, repository)
-    if not values:
-        return None
-    try:
-        chosen, _ = resolve(values.get("org_values"), values.get("repo_values"))
-    except ValueError:
-        return None
-    return chosen.holdout_percent
+    chosen = _last_read(session, repository)
+    return chosen.holdout_percent if chosen is not None else None
 
 
 def lessons_scope(session: Session, repo: str) -> str | None:
     """The `scope:` ``repo``'s settings set, as last read (None: none set, or never read)."""
+    chosen = _last_read(session, repo)
+    return chosen.scope if chosen is not None else None
+
+
+def _last_read(session: Session, repo: str) -> RepoSettings | None:
+    """``repo``'s settings as last read and merged (None: never read, or unreadable)."""
     values = get(session, repo)
     if not values:
         return None
@@ -105,4 +105,4 @@ def lessons_scope(session: Session, repo: str) -> str | None:
         chosen, _ = resolve(values.get("org_values"), values.get("repo_values"))
     except ValueError:
         return None
-    return chosen.scope
+    return chosen
