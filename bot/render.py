@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from playbook.anchors.detail import files_gone
 from playbook.lessons.characters import FSI, PDI, isolated, right_to_left, visible
@@ -91,25 +92,43 @@ def lessons_comment(hits: Sequence[Hit], *, markup: str, max_chars: int) -> tupl
             "id in the pull request (title, description or commits), e.g. `[pb-12]`.\n\n"
         )
         tail = "\n<sub>Posted by playbook-bot; it edits this comment when the ticket changes.</sub>"
-    lines: list[str] = []
-    shown: list[str] = []
-    budget = max_chars - len(head) - len(tail)
+    entries = []
     for hit in hits:
         why = reason(hit)
         if markup == "jira":
             line = f"* *\\[{hit.bullet_id}\\]* {{text}}\n** _{_wiki_text(why)}_\n"
-            escape = _wiki_text
+            entries.append(Entry(hit.bullet_id, line, hit.text, _wiki_text))
         else:
             line = f"- **[{hit.bullet_id}]** {{text}}\n  <sub>{markdown_text(why)}</sub>\n"
-            escape = markdown_text
-        room = budget - len(line) + len("{text}")
+            entries.append(Entry(hit.bullet_id, line, hit.text, markdown_text))
+    lines, shown = within_budget(entries, max_chars - len(head) - len(tail))
+    return head + "".join(lines) + tail, shown
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One lesson's line of a comment: ``line`` holds ``{text}`` where its text goes."""
+
+    bullet_id: str
+    line: str
+    text: str
+    escape: Callable[[str], str]
+
+
+def within_budget(entries: Sequence[Entry], budget: int) -> tuple[list[str], list[str]]:
+    """The lines that fit ``budget`` characters, in order, each text shortened to its room, and
+    the ids they show; a lesson with no room for a useful excerpt ends the list."""
+    lines: list[str] = []
+    shown: list[str] = []
+    for entry in entries:
+        room = budget - len(entry.line) + len("{text}")
         if room < 40:
             break  # not even a useful excerpt fits; lower-ranked lessons are left out
-        line = line.replace("{text}", _lesson_text(hit.text, escape, min(room, 600)))
+        line = entry.line.replace("{text}", _lesson_text(entry.text, entry.escape, min(room, 600)))
         lines.append(line)
-        shown.append(hit.bullet_id)
+        shown.append(entry.bullet_id)
         budget -= len(line)
-    return head + "".join(lines) + tail, shown
+    return lines, shown
 
 
 def no_lessons_comment(markup: str, *, first: bool = False) -> str:

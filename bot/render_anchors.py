@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.render import _lesson_text, fit_words  # the lessons comment's escapes, reused
+from bot.render import Entry, fit_words, within_budget  # the lessons comment's, reused
 from playbook.anchors.pr_lessons import AnchoredLesson
 from playbook.lessons.characters import isolated
 from playbook.lessons.markdown import markdown_text
@@ -50,16 +50,14 @@ def anchors_comment(lessons: Sequence[AnchoredLesson], *, max_chars: int) -> tup
     """
     if not lessons:
         return NONE_ANY_MORE, []
-    lines: list[str] = []
-    shown: list[str] = []
-    budget = max_chars - len(HEAD) - len(TAIL)
-    for lesson in lessons:
-        line = f"- **[{lesson.bullet_id}]** {{text}}\n  <sub>{_why(lesson)}</sub>\n"
-        room = budget - len(line) + len("{text}")
-        if room < 40:
-            break  # not even a useful excerpt fits; lower-ranked lessons are left out
-        line = line.replace("{text}", _lesson_text(lesson.text, markdown_text, min(room, 600)))
-        lines.append(line)
-        shown.append(lesson.bullet_id)
-        budget -= len(line)
+    entries = [
+        Entry(
+            lesson.bullet_id,
+            f"- **[{lesson.bullet_id}]** {{text}}\n  <sub>{_why(lesson)}</sub>\n",
+            lesson.text,
+            markdown_text,
+        )
+        for lesson in lessons
+    ]
+    lines, shown = within_budget(entries, max_chars - len(HEAD) - len(TAIL))
     return HEAD + "".join(lines) + TAIL, shown
