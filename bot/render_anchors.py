@@ -19,7 +19,7 @@ TAIL = (
 )
 NONE_ANY_MORE = (
     "### Lessons for the files this pull request changes\n"
-    "No lesson in the playbook is anchored to the files this pull request changes any more."
+    "No lesson in the playbook applies to the files this pull request changes any more."
 )
 # Files named per lesson; the rest are counted ("and 4 more").
 FILES_SHOWN = 3

@@ -20,6 +20,7 @@ from playbook.anchors import pr_lessons
 from playbook.anchors.pr_files import ChangedFile
 from playbook.deliveries import comments
 from playbook.repos.settings import FILE_PATH
+from playbook.search.floor import Floor
 from playbook.search.text import Ticket
 
 if TYPE_CHECKING:
@@ -67,10 +68,12 @@ def pull_request_anchors(event: Event, services: Services) -> None:
         return  # no credentials: logged as skipped, with the setting to set
     ticket = Ticket(key=ref.key, summary=pr.title, description=pr.body or None, scope=found.scope)
     limit = found.settings.max_lessons or services.settings.lessons_per_ticket
+    minimum = found.settings.min_relevance
+    floor = Floor.of(services.settings.min_relevance if minimum is None else minimum)
     # One read of the PR's files serves staleness and this comment: path and a rename's old path.
     files = [ChangedFile(f.path, f.previous) for f in changed or []]
     with db.transaction(services.engine) as session:
-        chosen = pr_lessons.choose(session, ticket, files, limit)
+        chosen = pr_lessons.choose(session, ticket, files, limit, floor)
     if not chosen and not ever_posted:
         log.info("%s: no lesson anchored to its %d changed files", ref.key, len(changed or []))
         return

@@ -3,9 +3,12 @@
 The rule: a lesson is listed when one of its globs (`pr_files`) matches a file the PR changes
 (or a renamed file's old path), at most ``limit``, ranked by its relevance estimate for the
 PR's title and body (those the search did not rank come after, by how many files they match,
-then by id). The relevance floor hides no anchored lesson: the anchor is the evidence the
-floor stands in for when a ticket's words are all there is, and a PR's title ("Bump deps")
-says little of the files it touches.
+then by id). Each lesson's estimate is the one a search naming its file gives
+(`anchored.estimate`): the anchor is the evidence the estimate stands in for when a
+ticket's words are all there is, and a PR's title ("Bump deps") says little of the files it
+touches. The relevance floor applies to that estimate as to the lessons comment: the default
+floor hides no anchored lesson, a repository that raises its floor above the anchor's
+estimate hears only of lessons whose words fit the PR too.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from sqlalchemy.orm import Session
 from playbook.anchors import pr_files
 from playbook.models import Bullet
 from playbook.outcomes import tracking, usage
-from playbook.search import retrieval
+from playbook.search import anchored, retrieval
+from playbook.search.floor import Floor
 from playbook.search.text import Ticket
 
 CONSUMER = "playbook-bot"
@@ -56,9 +60,14 @@ def any_anchored(session: Session, scope: str | None) -> bool:
 
 
 def choose(
-    session: Session, ticket: Ticket, changed: Sequence[pr_files.ChangedFile], limit: int
+    session: Session,
+    ticket: Ticket,
+    changed: Sequence[pr_files.ChangedFile],
+    limit: int,
+    floor: Floor | None = None,
 ) -> list[AnchoredLesson]:
-    """The active lessons of the ticket's scope (and global) anchored to ``changed``, ranked."""
+    """The active lessons of the ticket's scope (and global) anchored to ``changed``, ranked,
+    those under ``floor`` left out (none at all when the best is under the comment's floor)."""
     if not changed:
         return []
     rows = session.execute(
@@ -76,11 +85,21 @@ def choose(
     result = retrieval.Retriever.shared(session).search(session, ticket, k=retrieval.POOL)
     hits = {hit.bullet_id: hit for hit in result.hits}
 
+    def level(found: pr_files.Anchored) -> float:
+        hit = hits.get(found.bullet_id)
+        if hit is not None and hit.anchor:
+            return hit.relevance or 0.0  # the search saw the anchor already
+        return anchored.estimate(hit.relevance if hit is not None else None)
+
     def order(found: pr_files.Anchored) -> tuple[float, int, str]:
         hit = hits.get(found.bullet_id)
-        level = hit.relevance if hit is not None and hit.relevance is not None else -1.0
-        return (-level, -len(found.files), found.bullet_id)
+        fit = hit.relevance if hit is not None and hit.relevance is not None else -1.0
+        return (-fit, -len(found.files), found.bullet_id)
 
+    if floor is not None:
+        if max(map(level, matched)) < floor.comment:
+            return []
+        matched = [found for found in matched if level(found) >= floor.lesson]
     return [
         AnchoredLesson(
             found.bullet_id,

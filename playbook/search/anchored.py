@@ -17,8 +17,8 @@ from playbook.version import playbook_version
 # An anchored lesson the ticket names ranks this many times its text score, and ahead of
 # every lesson it names nothing of: a file in a stack trace says more than shared words.
 ANCHOR_BOOST = 2.0
-# At least this relevance estimate for a lesson whose anchor the ticket names: the estimate
-# reads shared words, which an anchored lesson found by its path may have none of.
+# The relevance estimate of a lesson whose anchor the ticket names, on its anchor alone: the
+# words' estimate reads shared words, which a lesson found by its path may have none of.
 ANCHOR_RELEVANCE = 0.5
 # The most anchored lessons one ticket raises: a broad glob (`**`) must not flood a search.
 MAX_RAISED = 20
@@ -41,6 +41,16 @@ _ANCHORED = select(Bullet.id, Bullet.scope, Bullet.paths, Bullet.symbols).where(
     Bullet.status == "active",
     or_(cast(Bullet.paths, Text) != "null", cast(Bullet.symbols, Text) != "null"),
 )
+
+
+def estimate(fit: float | None) -> float:
+    """The estimate of a lesson the ticket names the anchor of, whose words fit it by ``fit``.
+
+    Either piece of evidence may say the lesson fits (a noisy or): the anchor alone gives
+    ANCHOR_RELEVANCE, fitting words raise it, so a floor above the anchor's keeps the lessons
+    whose words fit too.
+    """
+    return 1.0 - (1.0 - ANCHOR_RELEVANCE) * (1.0 - min(max(fit or 0.0, 0.0), 1.0))
 
 
 def forget() -> None:

@@ -116,6 +116,11 @@ def forget_shared() -> None:
     anchored.forget()
 
 
+def _anchored(fit: float, hit: Hit) -> float:
+    # A lesson raised by its anchor: the anchor is evidence the words' estimate cannot see.
+    return anchored.estimate(fit) if hit.anchor else fit
+
+
 class Retriever(SyncedIndex):
     """The process's synced index, searched: ranks a ticket's lessons and records what it shows."""
 
@@ -238,13 +243,7 @@ class Retriever(SyncedIndex):
         return [
             replace(
                 hit,
-                relevance=round(
-                    max(
-                        relevance.shifted(model.probability(f), shift),
-                        anchored.ANCHOR_RELEVANCE if hit.anchor else 0.0,
-                    ),
-                    6,
-                ),
+                relevance=round(_anchored(relevance.shifted(model.probability(f), shift), hit), 6),
                 matched=relevance.matched_words(ticket, hit.text, hit.tags, idf, words=words),
             )
             for hit, f in zip(hits, features, strict=True)

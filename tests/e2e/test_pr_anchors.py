@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from bot import repo_settings
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, UsageEvent
@@ -85,7 +86,7 @@ def test_posted_on_open_edited_on_push_and_says_so_when_none_applies(loop: Loop)
     deliver(loop, "synchronize")
     [body] = anchors_comments(loop)
     assert locking not in body and emails not in body
-    assert "No lesson in the playbook is anchored to the files this pull request changes" in body
+    assert "No lesson in the playbook applies to the files this pull request changes" in body
     assert len(loop.github.comments_on(REPO, 2)) == 1
 
 
@@ -127,21 +128,48 @@ def test_pr_comment_false_keeps_the_bot_quiet_on_pull_requests(loop: Loop) -> No
     assert loads(loop.engine) == []
 
 
-def test_at_most_max_lessons_ranked_by_fit_to_the_prs_text_whatever_the_floor(
-    loop: Loop,
-) -> None:
-    setup(loop, "max_lessons: 2\nmin_relevance: 0.99\n")
+def test_at_most_max_lessons_ranked_by_fit_to_the_prs_text(loop: Loop) -> None:
+    setup(loop, "max_lessons: 2\n")
     unrelated = lesson(loop.engine, "Keep the CDN purge list sorted", ["web/**"])
     fitting = lesson(loop.engine, "Dedupe webhook retries on the provider's event id", ["web/**"])
     other = lesson(loop.engine, "Format prices in cents as integers", ["web/**"])
     changes(loop, "web/hooks.py")
     deliver(loop, "opened", title="CTMS-4337: dedupe webhook retries")
     [body] = anchors_comments(loop)
-    # The floor (0.99 here) hides no anchored lesson: the anchor is the evidence.
-    # The lesson whose words fit the PR's title comes first; two of the three are shown.
+    # The default floor hides no anchored lesson: the anchor is the evidence. The lesson whose
+    # words fit the PR's title comes first; two of the three are shown.
     listed = re.findall(r"^- \*\*\[(pb-\d+)\]\*\*", body, re.MULTILINE)
     assert listed[0] == fitting and len(listed) == 2 and set(listed) < {unrelated, fitting, other}
     assert "fit: matched" in body.split(fitting)[1].split("\n-")[0]
+
+
+def test_a_floor_above_the_anchors_estimate_speaks_only_when_words_fit_too(loop: Loop) -> None:
+    # An anchor alone estimates 0.5; a lesson whose words fit the PR's title as well is above.
+    setup(loop, "min_relevance: 0.6\n")
+    unrelated = lesson(loop.engine, "Keep the CDN purge list sorted", ["web/**"])
+    changes(loop, "web/hooks.py")
+    title = "CTMS-4337: dedupe webhook retries on the provider event id"
+    deliver(loop, "opened", title=title)
+    assert anchors_comments(loop) == []
+    fitting = lesson(loop.engine, "Dedupe webhook retries on the provider's event id", ["web/**"])
+    deliver(loop, "synchronize", title=title)
+    [body] = anchors_comments(loop)
+    listed = re.findall(r"^- \*\*\[(pb-\d+)\]\*\*", body, re.MULTILINE)
+    assert listed == [fitting, unrelated]  # once one fits, the near one is worth a line too
+
+
+def test_a_floor_no_lesson_reaches_posts_nothing_and_retracts_a_comment(loop: Loop) -> None:
+    setup(loop)
+    lesson(loop.engine, "Keep the CDN purge list sorted", ["web/**"])
+    changes(loop, "web/hooks.py")
+    deliver(loop, "opened", title="Tidy the hooks")
+    [before] = anchors_comments(loop)
+    loop.github.put_file(REPO, SETTINGS_FILE, b"min_relevance: 0.99\n")
+    repo_settings.mark_stale(loop.engine, REPO)  # as a push of the settings file does
+    deliver(loop, "synchronize", title="Tidy the hooks")
+    [after] = anchors_comments(loop)  # edited in place, never a second comment
+    assert "**[pb-1]**" in before and "**[pb-" not in after
+    assert "No lesson in the playbook applies to the files this pull request changes" in after
 
 
 def test_loads_recorded_once_against_the_prs_ticket(loop: Loop) -> None:
