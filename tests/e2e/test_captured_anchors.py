@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select
 from playbook.db import transaction
 from playbook.lessons import lifecycle
 from playbook.models import Bullet, SideEffect
+from tests.e2e.test_review_proposals import close, on_github, proposals, seed
 from tests.loop_harness import Loop
 from tests.payloads import REPO, issue_comment, pull_request
 
@@ -152,3 +153,17 @@ def test_a_lesson_command_by_someone_without_write_access_reads_no_files(loop: L
     )
     loop.process()
     assert file_reads(loop) == 0
+
+
+def test_a_reviewers_line_comment_anchors_its_proposal_to_that_file(loop: Loop) -> None:
+    seed(loop.engine)
+    on_github(loop)
+    loop.github.add_review_comment(
+        REPO, 2, "Always release the row lock in a finally block.", "alice", path="orders/lock.py"
+    )
+    loop.github.add_review(REPO, 2, "Never retry inside a transaction.", "alice")
+    close(loop)
+    by_text = {p["text"]: p for p in proposals(loop.engine)}
+    assert by_text["Always release the row lock in a finally block."]["paths"] == ["orders/lock.py"]
+    # A review's summary names no file: its rule is about the repository's practice.
+    assert by_text["Never retry inside a transaction."]["paths"] is None

@@ -170,6 +170,7 @@ def test_json_report(cli, checkout: Path) -> None:
             "learned_from": "repo/CLAUDE.md@2026-11-02",
             "source_url": "repo/CLAUDE.md",
             "notes": [],
+            "paths": None,
         }
     ]
     assert report["added"][0] == {
