@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot import local_files
+from bot.cli import rule_folders
 from bot.cli.base import Context, UserError, echo_json, github_errors, note, pass_context
 from bot.cli.rule_places import repo_path
 from playbook.lessons import fields, secrets
@@ -84,8 +85,8 @@ class _Loaded:
 @click.option(
     "--repo",
     metavar="OWNER/NAME",
-    help="Read the rule files of the root and .cursor/rules of the repository's default "
-    "branch on GitHub instead.",
+    help="Read the rule files of the root, .cursor/rules, .github/instructions and "
+    ".claude/rules of the repository's default branch on GitHub instead.",
 )
 @click.option(
     "--scope",
@@ -115,10 +116,13 @@ def import_rules(
     """Import agent rule files (AGENTS.md, CLAUDE.md, .cursorrules, ...) as lessons.
 
     PATH is a rule file or a folder, searched for AGENTS.md (at any depth), CLAUDE.md,
-    .cursorrules, .windsurfrules, .github/copilot-instructions.md and .cursor/rules/*.mdc.
-    Each list item or short paragraph becomes a lesson tagged with its headings; code,
-    tables and HTML are skipped, and so are near-duplicates of lessons already in the scope
-    or earlier in the import, so importing the same files again adds nothing.
+    .cursorrules, .windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc,
+    .github/instructions/*.instructions.md and .claude/rules/*.md. Each list item or short
+    paragraph becomes a lesson tagged with its headings; code, tables and HTML are skipped,
+    and so are near-duplicates of lessons already in the scope or earlier in the import, so
+    importing the same files again adds nothing. Lessons are anchored to the files their
+    rule is about: an .mdc's globs, an applyTo, a paths list, a nested AGENTS.md's folder.
+    The bot's own playbook-* rule files are never read.
     """
     if bool(paths) == bool(repo):
         raise click.UsageError("give rule files or folders, or --repo OWNER/NAME (not both)")
@@ -267,6 +271,11 @@ def _rule_files(folder: Path, root: Path, not_read: list[_NotRead]) -> list[Path
                 found.append(path)
                 if len(found) >= MAX_RULE_FILES:
                     return found
+    scoped, linked_out = rule_folders.local(folder, root, MAX_RULE_FILES - len(found))
+    found += scoped
+    for shown in linked_out:
+        where = shown or folder.as_posix()
+        not_read.append(_NotRead(where, _LINKED_OUT.format(folder.as_posix()), folder))
     for top, folders, files in os.walk(folder):
         # Hidden folders hold tools' state, not a team's rules; symbolic links are not followed.
         here = Path(top)
@@ -399,6 +408,10 @@ def _repo_files(repository: Repository, ref: str) -> Iterator[tuple[str, bytes]]
             data = _file(repository, path, ref)
             if data is not None:
                 yield path, data
+    for path in rule_folders.on_github(repository, ref, MAX_RULE_FILES):
+        data = _file(repository, path, ref)
+        if data is not None:
+            yield path, data
 
 
 def _contents(repository: Repository, path: str, ref: str) -> Any:

@@ -55,6 +55,11 @@ AGENTS, CLAUDE, CURSORRULES, WINDSURFRULES, COPILOT, CURSOR_MDC = (
     "copilot",
     "cursor-mdc",
 )
+# Path-scoped rule files: Copilot's `.github/instructions/**/NAME.instructions.md` (`applyTo`)
+# and Claude Code's `.claude/rules/**/*.md` (`paths`).
+COPILOT_SCOPED, CLAUDE_RULE = "copilot-scoped", "claude-rule"
+COPILOT_SUFFIX = ".instructions.md"
+CLAUDE_RULES = ".claude/rules"
 _BY_NAME = {
     "agents.md": AGENTS,
     "claude.md": CLAUDE,
@@ -72,6 +77,8 @@ RULE_FILES = (
     ".windsurfrules",
     ".github/copilot-instructions.md",
     ".cursor/rules/*.mdc",
+    ".github/instructions/*.instructions.md",
+    ".claude/rules/*.md",
 )
 # CommonMark blocks with GFM tables (so that a table is seen as one and skipped). Inline
 # parsing stays off: a lesson keeps its inline Markdown as written, `code` included, and runs
@@ -125,9 +132,14 @@ class ParsedRules:
 
 def kind_of(path: str | PurePath) -> str | None:
     """Which rule file ``path`` is, by its name (``agents``, ``cursor-mdc``, ...); None if none."""
-    name = PurePath(str(path).replace("\\", "/")).name.lower()
+    text = str(path).replace("\\", "/")
+    name = PurePath(text).name.lower()
     if name.endswith(".mdc"):
         return CURSOR_MDC
+    if name.endswith(COPILOT_SUFFIX) and name != COPILOT_SUFFIX:
+        return COPILOT_SCOPED
+    if name.endswith(".md") and f"/{CLAUDE_RULES}/" in f"/{text.lower()}":
+        return CLAUDE_RULE
     return _BY_NAME.get(name)
 
 
@@ -135,7 +147,7 @@ def bots_own(path: str | PurePath) -> bool:
     """Whether ``path`` is one of the bot's own path-scoped rule files (``playbook-<area>.mdc``
     and the like): their lessons are the playbook's already, never a source to import."""
     name = PurePath(str(path).replace("\\", "/")).name.lower()
-    return name.startswith(BOTS_PREFIX) and kind_of(name) is not None
+    return name.startswith(BOTS_PREFIX) and kind_of(path) is not None
 
 
 def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:

@@ -140,3 +140,75 @@ def test_repo_imports_anchor_from_the_mdc_globs_and_skip_the_bots_own(cli, monke
     assert rows["Take the orders row lock once per transaction"]["paths"] == ["orders/**/*.py"]
     assert rows["Run the whole test suite before you push"]["paths"] is None
     assert "A lesson the playbook already has, written out by its sync" not in rows
+
+
+# Copilot's path-specific instructions and Claude Code's path-scoped rules, as their docs show.
+COPILOT = """---
+applyTo: "**/*.py,scripts/*.sh"
+---
+
+- Type every public function; run mypy before you push
+"""
+CLAUDE_RULE = """---
+paths:
+  - "src/api/**/*.{ts,tsx}"
+---
+
+# API rules
+
+- Validate every request body with the shared schema
+"""
+
+
+def scoped_checkout(root: Path) -> None:
+    (root / ".github" / "instructions" / "backend").mkdir(parents=True)
+    (root / ".github" / "instructions" / "backend" / "python.instructions.md").write_text(COPILOT)
+    (root / ".github" / "instructions" / "playbook-orders.instructions.md").write_text(BOTS_OWN)
+    (root / ".claude" / "rules").mkdir(parents=True)
+    (root / ".claude" / "rules" / "api.md").write_text(CLAUDE_RULE)
+    (root / ".claude" / "rules" / "playbook-orders.md").write_text(BOTS_OWN)
+
+
+def test_copilot_instructions_and_claude_rules_are_read_and_anchored(cli, checkout: Path) -> None:
+    scoped_checkout(checkout)
+    result = cli("import-rules", "repo")
+    assert result.exit_code == 0, result.output
+    rows = by_text(cli)
+    assert rows["Type every public function; run mypy before you push"]["paths"] == [
+        "**/*.py",
+        "scripts/*.sh",
+    ]
+    assert rows["Validate every request body with the shared schema"]["paths"] == [
+        "src/api/**/*.ts",
+        "src/api/**/*.tsx",
+    ]
+    assert "A lesson the playbook already has, written out by its sync" not in rows
+    # Each folder can be imported on its own too.
+    again = cli("import-rules", "repo/.claude/rules", "--dry-run")
+    assert again.stdout.splitlines()[-1].startswith("would add 0 lessons (proposed) from 1 file")
+
+
+def test_repo_imports_read_the_path_scoped_folders(cli, monkeypatch) -> None:
+    with fake_github(monkeypatch) as github:
+        github.put_file(REPO, "AGENTS.md", ROOT.encode())
+        files = {
+            ".github/instructions/backend/python.instructions.md": COPILOT,
+            ".github/instructions/playbook-orders.instructions.md": BOTS_OWN,
+            ".claude/rules/api.md": CLAUDE_RULE,
+            ".claude/rules/playbook-orders.md": BOTS_OWN,
+        }
+        for path, text in files.items():
+            github.put_file(REPO, path, text.encode())
+        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+        result = cli("import-rules", "--repo", REPO)
+    assert result.exit_code == 0, result.output
+    rows = by_text(cli)
+    assert rows["Type every public function; run mypy before you push"]["paths"] == [
+        "**/*.py",
+        "scripts/*.sh",
+    ]
+    assert rows["Validate every request body with the shared schema"]["paths"] == [
+        "src/api/**/*.ts",
+        "src/api/**/*.tsx",
+    ]
+    assert "A lesson the playbook already has, written out by its sync" not in rows
