@@ -78,7 +78,11 @@ def run_commands(
             "was changed. A maintainer can repeat the command."
         )
     else:
-        lessons = any(command.verb == "lesson" and not command.problem for command in commands)
+        # Anchors given in the command win: the PR's files are read only for one without.
+        lessons = any(
+            command.verb == "lesson" and not command.problem and command.paths is None
+            for command in commands
+        )
         paths = anchors() if anchors is not None and lessons else None
         reply = "\n".join(
             _apply(
@@ -116,7 +120,7 @@ def _apply(
                     scope=place.scope_for_new(scope),
                     source="comment",
                     source_url=source_url,
-                    paths=paths,
+                    paths=command.paths if command.paths is not None else paths,
                 )
                 if not result.created:
                     return f"{result.bullet.id} already says this; nothing added."

@@ -167,3 +167,25 @@ def test_a_reviewers_line_comment_anchors_its_proposal_to_that_file(loop: Loop) 
     assert by_text["Always release the row lock in a finally block."]["paths"] == ["orders/lock.py"]
     # A review's summary names no file: its rule is about the repository's practice.
     assert by_text["Never retry inside a transaction."]["paths"] is None
+
+
+def test_anchors_written_in_the_command_win_over_the_prs_files(loop: Loop) -> None:
+    loop.github.add_repo(REPO)
+    loop.github.add_pull(REPO, 2, title="CTMS-4337: dedupe webhook retries")
+    changes(loop, "orders/locking.py")
+    body = f"/lesson --paths web/**,mail/send.py {SLASH}"
+    loop.github_event("issue_comment.created", issue_comment(body, MAINTAINER, on_pr=True))
+    loop.process()
+    assert lesson(loop.engine, SLASH)["paths"] == ["web/**", "mail/send.py"]
+    assert file_reads(loop) == 0  # nothing to read: the writer said what it is about
+
+
+def test_a_bad_paths_option_is_answered_and_adds_nothing(loop: Loop) -> None:
+    loop.github.add_issue(REPO, 1, "Checkout deadlocks")
+    body = f"/lesson --paths ../etc/passwd {SLASH}"
+    loop.github_event("issue_comment.created", issue_comment(body, MAINTAINER))
+    loop.process()
+    [reply] = [c["body"] for c in loop.github.comments_on(REPO, 1)]
+    assert "Could not read that command: --paths '../etc/passwd' has a '..' segment" in reply
+    with transaction(loop.engine) as session:
+        assert session.scalars(select(Bullet.id).where(Bullet.text == SLASH)).all() == []
