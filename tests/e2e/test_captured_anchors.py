@@ -189,3 +189,29 @@ def test_a_bad_paths_option_is_answered_and_adds_nothing(loop: Loop) -> None:
     assert "Could not read that command: --paths '../etc/passwd' has a '..' segment" in reply
     with transaction(loop.engine) as session:
         assert session.scalars(select(Bullet.id).where(Bullet.text == SLASH)).all() == []
+
+
+def test_one_read_of_the_files_serves_every_handler_of_a_delivery(loop: Loop) -> None:
+    # A lesson of the scope is anchored already: the PR's comment and staleness read the files.
+    with transaction(loop.engine) as session:
+        added = lifecycle.add(
+            session,
+            "Keep the order state machine in one module",
+            learned_from="X-1",
+            actor="seed",
+            scope=REPO,
+            paths=["orders/**"],
+        )
+        anchored = added.bullet.id
+    loop.github.add_repo(REPO)
+    changes(loop, "orders/locking.py", "orders/state.py")
+    loop.github.add_pull(REPO, 2, title="CTMS-4337: dedupe webhook retries")
+    loop.github_event("pull_request.opened", pull_request("opened", body=BODY))
+    loop.process()
+    assert file_reads(loop) == 1  # the lesson's anchors and the PR's comment
+    assert lesson(loop.engine, LESSON)["paths"] == ["orders/locking.py", "orders/state.py"]
+    assert any(anchored in c["body"] for c in loop.github.comments_on(REPO, 2))
+    closed = pull_request("closed", body=BODY, merged=True, at="2026-11-05T10:00:00Z")
+    loop.github_event("pull_request.closed", closed)
+    loop.process()
+    assert file_reads(loop) == 2  # the merge's own delivery reads them once more, for staleness
