@@ -326,13 +326,18 @@ class LiveEffects:
 
     def pull_files(self, ref: TicketRef) -> list[FileChange]:
         """The PR's changed files, at most GitHub's 3,000; [] when the PR is gone."""
-        client = self.github.for_installation(ref.installation_id)
-        try:
-            return pull_files.read_files(client, ref.repo or "", ref.number or 0)
-        except GithubException as error:
-            if error.status == 404:
-                return []
-            raise
+
+        def read() -> list[FileChange]:
+            client = self.github.for_installation(ref.installation_id)
+            try:
+                return pull_files.read_files(client, ref.repo or "", ref.number or 0)
+            except GithubException as error:
+                if error.status == 404:
+                    return []
+                raise
+
+        # The handlers of one delivery (anchors, staleness, the PR's comment) share one read.
+        return pull_files.once_per_delivery(ref.key, read)
 
     def pull_work(self, ref: TicketRef, with_diff: bool) -> PullWork | None:
         """A PR's title, body, commit messages and (``with_diff``) bounded diff; None if gone."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from itertools import islice
 from typing import Any
 from urllib.parse import quote
@@ -9,6 +11,7 @@ from urllib.parse import quote
 from github.File import File
 from github.PaginatedList import PaginatedList
 
+from bot import claims
 from playbook.anchors.stale import FileChange
 
 # GitHub answers at most 3,000 files for a PR, 100 a page at most.
@@ -31,3 +34,27 @@ def read_files(client: Any, repo: str, number: int) -> list[FileChange]:
         previous = changed.previous_filename
         changes.append(FileChange(status, path, previous if isinstance(previous, str) else None))
     return changes
+
+
+# The files read during the delivery being handled in this thread: (its claim, PR key, files).
+_read: ContextVar[tuple[claims.Claim, str, list[FileChange]] | None] = ContextVar(
+    "pull_files_read", default=None
+)
+
+
+def once_per_delivery(key: str, read: Callable[[], list[FileChange]]) -> list[FileChange]:
+    """``read()``'s files of PR ``key``, read once per attempt at a delivery.
+
+    A merge's delivery asks for them for its lessons' anchors, the staleness flags and the
+    anchored lessons' comment: one API call serves all. Keyed by the claim itself (a new one
+    each attempt), so a retry reads afresh; outside the worker, every call reads.
+    """
+    claim = claims.current.get()
+    if claim is None:
+        return read()
+    held = _read.get()
+    if held is not None and held[0] is claim and held[1] == key:
+        return list(held[2])
+    files = read()
+    _read.set((claim, key, list(files)))
+    return files

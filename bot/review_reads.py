@@ -38,7 +38,14 @@ def _feedback(kind: str, thing: Any, at: Any) -> Feedback:
         body=proposals.bounded(thing.body),
         url=thing.html_url,
         at=clock.to_utc(at) if at else None,
+        # A line comment's file; reviews and conversation comments have none.
+        path=_path(thing) if kind == LINE else None,
     )
+
+
+def _path(comment: Any) -> str | None:
+    path = comment.path
+    return path if isinstance(path, str) else None
 
 
 def read_feedback(
@@ -81,4 +88,4 @@ def read_feedback(
 
 
 def _as_bot(item: Feedback) -> Feedback:
-    return Feedback(item.kind, item.login, True, item.body, item.url, item.at)
+    return Feedback(item.kind, item.login, True, item.body, item.url, item.at, item.path)

@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot import local_files
+from bot.cli import rule_folders
 from bot.cli.base import Context, UserError, echo_json, github_errors, note, pass_context
+from bot.cli.rule_places import repo_path
 from playbook.lessons import fields, secrets
 from playbook.lessons.fields import FieldProblem
 from playbook.rules import imports
+from playbook.rules.anchors import Anchors, of_file
 from playbook.rules.imports import RuleSource
 from playbook.rules.parse import (
     AGENTS,
@@ -23,6 +26,7 @@ from playbook.rules.parse import (
     RULE_FILES,
     ParsedRules,
     RuleFileTooLarge,
+    bots_own,
     kind_of,
     parse,
 )
@@ -72,6 +76,8 @@ class _Loaded:
     parsed: ParsedRules
     learned_from: str
     source_url: str | None
+    # What its lessons are about: its front matter's globs, or a nested AGENTS.md's folder.
+    anchors: Anchors
 
 
 @click.command(name="import-rules")
@@ -79,8 +85,8 @@ class _Loaded:
 @click.option(
     "--repo",
     metavar="OWNER/NAME",
-    help="Read the rule files of the root and .cursor/rules of the repository's default "
-    "branch on GitHub instead.",
+    help="Read the rule files of the root, .cursor/rules, .github/instructions and "
+    ".claude/rules of the repository's default branch on GitHub instead.",
 )
 @click.option(
     "--scope",
@@ -110,10 +116,13 @@ def import_rules(
     """Import agent rule files (AGENTS.md, CLAUDE.md, .cursorrules, ...) as lessons.
 
     PATH is a rule file or a folder, searched for AGENTS.md (at any depth), CLAUDE.md,
-    .cursorrules, .windsurfrules, .github/copilot-instructions.md and .cursor/rules/*.mdc.
-    Each list item or short paragraph becomes a lesson tagged with its headings; code,
-    tables and HTML are skipped, and so are near-duplicates of lessons already in the scope
-    or earlier in the import, so importing the same files again adds nothing.
+    .cursorrules, .windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc,
+    .github/instructions/*.instructions.md and .claude/rules/*.md. Each list item or short
+    paragraph becomes a lesson tagged with its headings; code, tables and HTML are skipped,
+    and so are near-duplicates of lessons already in the scope or earlier in the import, so
+    importing the same files again adds nothing. Lessons are anchored to the files their
+    rule is about: an .mdc's globs, an applyTo, a paths list, a nested AGENTS.md's folder.
+    The bot's own playbook-* rule files are never read.
     """
     if bool(paths) == bool(repo):
         raise click.UsageError("give rule files or folders, or --repo OWNER/NAME (not both)")
@@ -126,7 +135,8 @@ def import_rules(
         loaded, not_read = _from_disk(paths, max_chars)
         scope = "global" if scope is None else scope
     sources = [
-        RuleSource(one.name, one.parsed.items, one.learned_from, one.source_url) for one in loaded
+        RuleSource(one.name, one.parsed.items, one.learned_from, one.source_url, one.anchors.paths)
+        for one in loaded
     ]
     try:
         with ctx.transaction() as session:
@@ -140,8 +150,10 @@ def import_rules(
     except FieldProblem as problem:
         raise UserError(f"--{problem.field} {problem.why}") from None
     for one in loaded:
-        for remark in one.parsed.notes:
+        for remark in (*one.parsed.notes, *one.anchors.notes):
             note(f"{one.name}: {remark}")
+        if one.anchors.paths:
+            note(f"{one.name}: its lessons are anchored to {', '.join(one.anchors.paths)}")
     summary = _summary(planned, loaded, not_read, dry_run=dry_run)
     # A refused item's text is scanned again before it is shown: one scanner set-up for all.
     with secrets.scanning():
@@ -213,6 +225,8 @@ def _from_disk(paths: Sequence[Path], max_chars: int) -> tuple[list[_Loaded], li
                 found.setdefault(_key(path), (path, relative, root, given.as_posix()))
         elif kind_of(given) is None:
             raise UserError(f"{given} is not a rule file ({_KNOWN})")
+        elif bots_own(given):
+            raise UserError(f"{given} is the bot's own rule file: its lessons are the playbook's")
         else:
             root = given.absolute().parent.resolve()
             found.setdefault(_key(given), (given, _relative(given), root, ""))
@@ -253,10 +267,15 @@ def _rule_files(folder: Path, root: Path, not_read: list[_NotRead]) -> list[Path
         not_read.append(_NotRead(shown, _LINKED_OUT.format(folder.as_posix()), folder))
     elif rules.is_dir():
         for path in sorted(rules.iterdir()):
-            if path.suffix.lower() == ".mdc" and not _real_folder(path):
+            if path.suffix.lower() == ".mdc" and not _real_folder(path) and not bots_own(path):
                 found.append(path)
                 if len(found) >= MAX_RULE_FILES:
                     return found
+    scoped, linked_out = rule_folders.local(folder, root, MAX_RULE_FILES - len(found))
+    found += scoped
+    for shown in linked_out:
+        where = shown or folder.as_posix()
+        not_read.append(_NotRead(where, _LINKED_OUT.format(folder.as_posix()), folder))
     for top, folders, files in os.walk(folder):
         # Hidden folders hold tools' state, not a team's rules; symbolic links are not followed.
         here = Path(top)
@@ -303,7 +322,14 @@ def _read_local(path: Path, relative: str, max_chars: int, root: Path, shown_roo
     except RuleFileTooLarge as error:
         raise UserError(f"{name} has {error}") from None
     url = name if len(name) <= fields.SOURCE_URL_CHARS else None
-    return _Loaded(name, parsed, _provenance(relative, f"@{changed:%Y-%m-%d}"), url)
+    where = repo_path(path, Path(shown_root) if shown_root else None)
+    return _Loaded(
+        name,
+        parsed,
+        _provenance(relative, f"@{changed:%Y-%m-%d}"),
+        url,
+        of_file(where, parsed.scoping),
+    )
 
 
 def _provenance(what: str, suffix: str) -> str:
@@ -353,7 +379,11 @@ def _from_github(settings: Settings, repo: str, max_chars: int) -> tuple[str, li
         url = f"{web}/{path}"
         loaded.append(
             _Loaded(
-                path, parsed, learned_from, url if len(url) <= fields.SOURCE_URL_CHARS else None
+                path,
+                parsed,
+                learned_from,
+                url if len(url) <= fields.SOURCE_URL_CHARS else None,
+                of_file(path, parsed.scoping),
             )
         )
     return full_name, loaded
@@ -370,12 +400,18 @@ def _repo_files(repository: Repository, ref: str) -> Iterator[tuple[str, bytes]]
         mdc = sorted(
             entry.path
             for entry in listing
-            if entry.type == "file" and entry.name.lower().endswith(".mdc")
+            if entry.type == "file"
+            and entry.name.lower().endswith(".mdc")
+            and not bots_own(entry.name)
         )
         for path in mdc[:MAX_RULE_FILES]:
             data = _file(repository, path, ref)
             if data is not None:
                 yield path, data
+    for path in rule_folders.on_github(repository, ref, MAX_RULE_FILES):
+        data = _file(repository, path, ref)
+        if data is not None:
+            yield path, data
 
 
 def _contents(repository: Repository, path: str, ref: str) -> Any:
@@ -498,7 +534,8 @@ def _as_json(
                 "kind": one.parsed.kind,
                 "learned_from": one.learned_from,
                 "source_url": one.source_url,
-                "notes": list(one.parsed.notes),
+                "notes": [*one.parsed.notes, *one.anchors.notes],
+                "paths": list(one.anchors.paths) if one.anchors.paths else None,
             }
             for one in loaded
         ],

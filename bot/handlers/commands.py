@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bot import payloads, repo_settings
+from bot import lesson_anchors, payloads, repo_settings
 from bot.effects import JiraCommentSeen, TicketRef
 from bot.handlers.context import Ignored, effect, publish
 from bot.handlers.router import Event, Router
@@ -42,12 +43,15 @@ def run_commands(
     source_url: str | None,
     comment_id: str,
     place: reach.Place,
+    anchors: Callable[[], list[str] | None] | None = None,
 ) -> None:
     """Carry out a comment's commands if its author may change the playbook, and reply once.
 
     Who may is decided from the verified author (GitHub's permission API, or the Jira
     comment as Jira's API returns it), never from what a payload says about itself; what
     they may change is ``place``'s lessons and the global ones (`reach.reachable`).
+    ``anchors`` gives the globs a `/lesson` is anchored to (a PR's files): asked once, and
+    only when someone allowed wrote a `/lesson`.
     """
     purpose = comments.reply_purpose(comment_id)
     with db.transaction(services.engine) as session:
@@ -74,8 +78,16 @@ def run_commands(
             "was changed. A maintainer can repeat the command."
         )
     else:
+        # Anchors given in the command win: the PR's files are read only for one without.
+        lessons = any(
+            command.verb == "lesson" and not command.problem and command.paths is None
+            for command in commands
+        )
+        paths = anchors() if anchors is not None and lessons else None
         reply = "\n".join(
-            _apply(services, ref, command, str(actor), learned_from, scope, source_url, place)
+            _apply(
+                services, ref, command, str(actor), learned_from, scope, source_url, place, paths
+            )
             for command in commands
         )
     publish(services, ref, purpose, reply, edit=False)
@@ -90,6 +102,7 @@ def _apply(
     scope: str,
     source_url: str | None,
     place: reach.Place,
+    paths: list[str] | None = None,
 ) -> str:
     if command.problem:
         return f"Could not read that command: {command.problem}."
@@ -107,6 +120,7 @@ def _apply(
                     scope=place.scope_for_new(scope),
                     source="comment",
                     source_url=source_url,
+                    paths=command.paths if command.paths is not None else paths,
                 )
                 if not result.created:
                     return f"{result.bullet.id} already says this; nothing added."
@@ -226,6 +240,10 @@ def github_comment(event: Event, services: Services) -> None:
         data.comment.html_url,
         str(data.comment.id),
         reach.Place.github(repo, own),
+        # On a PR, a lesson is about the files it changes; an issue has none.
+        (lambda: lesson_anchors.of_pull(services, ref))
+        if data.issue.pull_request is not None
+        else None,
     )
 
 

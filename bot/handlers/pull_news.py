@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from bot import model_jobs, repo_settings, review_feedback
+from bot import lesson_anchors, model_jobs, repo_settings, review_feedback
 from bot.effects import TicketRef
 from bot.handlers import lesson_refusals
 from bot.handlers.context import Ignored, effect
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 # The lines keep the name they have always been logged under, whichever caller runs them.
 log = logging.getLogger("bot.handlers.pull_requests")
+
+
+def _ref(seen: PullRequestState) -> TicketRef:
+    return TicketRef.github(seen.repo, seen.number, seen.installation_id)
 
 
 def closer_access(services: Services, seen: PullRequestState, login: str) -> Access:
@@ -104,10 +108,15 @@ def apply_pull_request(
     given (backfill: the pulls list does not), asked only for a revert's merge.
     ``author`` opened the PR and wrote its body: unless they may write to the repository
     (``author_may_write``), its lessons stay proposed until a maintainer approves them.
+    A lesson captured now is anchored to the PR's changed files (`lesson_anchors`).
     """
     # The repository's settings file may name its lessons scope and its demotion policy.
     own = repo_settings.effective(services, seen.repo, seen.installation_id)
     may_write = author_may_write(services, seen, author, body)
+    with db.transaction(services.engine) as session:
+        new_lessons = evidence.uncaptured(session, body, seen.url)
+    # Read only when a lesson will be captured: most deliveries capture none.
+    paths = lesson_anchors.of_pull(services, _ref(seen)) if new_lessons else None
     with db.transaction(services.engine) as session:
         recorded = evidence.record(
             session,
@@ -119,6 +128,7 @@ def apply_pull_request(
             credit_replacement=services.settings.superseded_cites_count_for_replacement,
             author=author,
             author_may_write=may_write,
+            paths=paths,
         )
         # Before the refresh: a revert is no attempt at the ticket its title quotes.
         reverted = reverts.note(session, seen, body, news=recorded.news)

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
+from playbook.anchors.fields import check_paths
 from playbook.lessons import characters, ids
+from playbook.lessons.fields import FieldProblem
 
 # GitHub caps PR bodies and comments at 65,536 characters. Reading no more than that bounds the
 # work whatever a body holds; the patterns below also run in linear time on their own, as they
@@ -120,6 +122,9 @@ class Command:
     reason: str | None = None
     problem: str | None = None
     by: str | None = None  # supersede: the replacing lesson
+    # `/lesson --paths orders/**,web/app.py TEXT`: the anchors its writer gave (they win
+    # over the PR's files); None when not given.
+    paths: list[str] | None = None
 
 
 # A person's verdict on whether a lesson fitted the ticket (`playbook.fit`): it changes the
@@ -135,17 +140,31 @@ FIT_USAGE = (
 )
 
 
+PATHS_OPTION = "--paths"
+
+
+def _lesson(rest: str) -> Command:
+    """A `/lesson [--paths GLOBS] TEXT` command: GLOBS one comma-separated word, as the CLI's."""
+    paths = None
+    if rest[: len(PATHS_OPTION) + 1].lower() in (PATHS_OPTION + " ", PATHS_OPTION + "="):
+        globs, _, rest = rest[len(PATHS_OPTION) + 1 :].strip().partition(" ")
+        try:
+            paths = check_paths(globs)
+        except FieldProblem as problem:
+            return Command("lesson", problem=f"--paths {problem.why}")
+        rest = rest.strip()
+    if len(rest) < MIN_LESSON_CHARS:
+        return Command("lesson", problem="write the lesson after /lesson")
+    return Command("lesson", text=rest, paths=paths)
+
+
 def commands_in(body: str | None) -> list[Command]:
     """Every command in a comment, in order; a malformed one carries its problem."""
     found = []
     for match in _COMMAND.finditer(without_comments((body or "")[:BODY_CHARS])):
         name, rest = match.group(1).lower(), match.group(2).strip()
         if name == "lesson":
-            rest = characters.visible(rest).strip()
-            if len(rest) < MIN_LESSON_CHARS:
-                found.append(Command("lesson", problem="write the lesson after /lesson"))
-            else:
-                found.append(Command("lesson", text=rest))
+            found.append(_lesson(characters.visible(rest).strip()))
             continue
         verb, _, tail = rest.partition(" ")
         bullet_id, _, reason = tail.strip().partition(" ")

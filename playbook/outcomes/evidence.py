@@ -112,6 +112,30 @@ class Skipped:
     holds: str  # what and where, e.g. "a GitHub token (line 1, characters 12-51)"
 
 
+def _captured_before(session: Session, url: str | None) -> list[str]:
+    """The texts of the lessons captured from the PR at ``url`` (any status)."""
+    if not url:
+        return []
+    return list(session.scalars(select(Bullet.text).where(Bullet.source_url == url)))
+
+
+def _new(text: str, earlier: Sequence[str]) -> bool:
+    return all(lifecycle.word_overlap(text, old) < lifecycle.DUPLICATE_OVERLAP for old in earlier)
+
+
+def uncaptured(session: Session, body: str | None, url: str | None) -> bool:
+    """Whether the body's Lessons section holds a lesson not captured from this PR yet.
+
+    Asked before `record`, so that what a new lesson needs from outside (the PR's files, for
+    its anchors) is read only when one will be captured, not on every edit of the PR.
+    """
+    lessons = lessons_in(body)
+    if not lessons:
+        return False
+    earlier = _captured_before(session, url)
+    return any(_new(text, earlier) for text in lessons)
+
+
 def capture(
     session: Session,
     body: str | None,
@@ -122,6 +146,7 @@ def capture(
     *,
     author: str | None = None,
     author_may_write: bool = True,
+    paths: Sequence[str] | None = None,
 ) -> list[str]:
     """Add the lessons of the body's Lessons section as proposed bullets; returns new ids.
 
@@ -130,16 +155,15 @@ def capture(
     holds a credential is left out, the others captured, and noted in ``skipped``.
     Unless ``author_may_write``, the lessons are marked as the words of an ``author``
     without write access: no outcome approves them (``unreviewed``), a maintainer does.
+    ``paths`` anchors the new lessons (`playbook.anchors.capture`: the PR's files).
     """
     reason = f"Lessons section of {url or ticket}"
     if not author_may_write:
         reason = unreviewed.capture_reason(reason, author)
     added = []
-    earlier = (
-        list(session.scalars(select(Bullet.text).where(Bullet.source_url == url))) if url else []
-    )
+    earlier = _captured_before(session, url)
     for item, text in enumerate(lessons_in(body), start=1):
-        if any(lifecycle.word_overlap(text, old) >= lifecycle.DUPLICATE_OVERLAP for old in earlier):
+        if not _new(text, earlier):
             continue
         try:
             result = lifecycle.add(
@@ -152,6 +176,7 @@ def capture(
                 source="pr_body",
                 source_url=url,
                 reason=reason,
+                paths=list(paths) if paths else None,
             )
         except secrets.HoldsCredential as refused:  # refused before anything was written
             if skipped is not None:
@@ -188,6 +213,7 @@ def record(
     credit_replacement: bool = False,
     author: str | None = None,
     author_may_write: bool = True,
+    paths: Sequence[str] | None = None,
 ) -> Recorded:
     """Store what any news about a PR says: its state, linked tickets, lessons and cites.
 
@@ -196,7 +222,8 @@ def record(
     their times (backfill), so each cite is recorded when it was made. ``scope`` is the
     repository's lessons scope when its settings file names one (default: the repository).
     ``credit_replacement``: see `cite`. ``author`` wrote the body; unless
-    ``author_may_write`` its lessons wait for a maintainer (see `capture`).
+    ``author_may_write`` its lessons wait for a maintainer (see `capture`). ``paths``
+    anchors the lessons captured now.
     """
     links = pull_request_links(seen.title, seen.head_ref, body, seen.repo)
     kinds = [(key, "jira") for key in links.jira_keys] + [(key, "closes") for key in links.closes]
@@ -213,6 +240,7 @@ def record(
         skipped,
         author=author,
         author_may_write=author_may_write,
+        paths=paths,
     )
     credit = {"credit_replacement": credit_replacement}
     cited = cite(

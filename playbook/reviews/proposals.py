@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from playbook.anchors.fields import check_path
 from playbook.lessons import lifecycle, secrets
 from playbook.lessons.fields import FieldProblem
 from playbook.models import Bullet, Revision
@@ -46,6 +47,22 @@ class Feedback:
     body: str
     url: str | None
     at: datetime | None = None
+    # A line comment's file (repository-relative, as GitHub names it): what its rule is about.
+    path: str | None = None
+
+    def anchors(self) -> list[str] | None:
+        """The lesson's anchors: a line comment's file, when it is a valid anchor; else none.
+
+        A review's summary or a conversation comment names no file: its rules are about the
+        repository's practice, not the files the PR happened to change, so they stay unanchored.
+        """
+        if not self.path:
+            return None
+        try:
+            path = check_path(self.path)
+        except FieldProblem:
+            return None  # GitHub's path, not a person's: no lesson is refused for it
+        return [path] if path else None
 
 
 def is_bot(login: str | None, account_type: str | None) -> bool:
@@ -186,6 +203,7 @@ def propose_texts(
                 source=source,
                 source_url=item.url,
                 reason=f"review feedback by {item.login} on {pr_key}",
+                paths=item.anchors(),
             )
         except secrets.HoldsCredential:  # refused before anything was written
             done.skip("holding a credential")

@@ -22,7 +22,7 @@ STATUSES = ("proposed", "active")
 ADD, DUPLICATE, REPEAT, RETIRED, INVALID = "add", "duplicate", "repeat", "retired", "invalid"
 _LIVE = ("active", "proposed")
 # The fields of an item other than its text: its file's provenance and its own tags.
-_FixedKey = tuple[str, str | None, tuple[str, ...]]
+_FixedKey = tuple[str, str | None, tuple[str, ...], tuple[str, ...] | None]
 # Rows per INSERT of an import's lessons and revisions.
 _CHUNK = 2_000
 
@@ -35,6 +35,8 @@ class RuleSource:
     items: Sequence[Item]
     learned_from: str
     source_url: str | None = None
+    # What its lessons are about (`playbook.rules.anchors`): globs, or None.
+    paths: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -302,10 +304,11 @@ def _checked(
     the first bad one, in its order: the text, then the rest).
 
     The text is checked per item; the other fields, the same for most items of a file
-    (its provenance, the scope, a few sets of tags), once per distinct set in ``fixed``.
+    (its provenance, the scope, its anchors, a few sets of tags), once per distinct set in
+    ``fixed``.
     """
     text = checks.check_fields({"text": item.text}, max_chars=max_chars)["text"]
-    key = (source.learned_from, source.source_url, tuple(item.tags))
+    key = (source.learned_from, source.source_url, tuple(item.tags), source.paths)
     if key not in fixed:
         try:
             fixed[key] = checks.check_fields(
@@ -315,6 +318,7 @@ def _checked(
                     "scope": scope,
                     "source": SOURCE,
                     "source_url": source.source_url,
+                    "paths": list(source.paths) if source.paths else None,
                 }
             )
         except FieldProblem as problem:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
@@ -34,6 +34,8 @@ EXCERPT_CHARS = 60
 # Front matter is a few lines of settings; past this it is not front matter.
 FRONT_MATTER_LINES = 100
 FRONT_MATTER_CHARS = 8_000
+# Where a rule applies: Cursor's `globs` and `alwaysApply`, Copilot's `applyTo`, Claude's `paths`.
+_SCOPING = ("globs", "alwaysApply", "applyTo", "paths")
 _DESCRIPTION_TAGS = 5
 _GLOB_TAGS = 5
 # Words every rule file's description has, which would tag every lesson alike.
@@ -53,6 +55,11 @@ AGENTS, CLAUDE, CURSORRULES, WINDSURFRULES, COPILOT, CURSOR_MDC = (
     "copilot",
     "cursor-mdc",
 )
+# Path-scoped rule files: Copilot's `.github/instructions/**/NAME.instructions.md` (`applyTo`)
+# and Claude Code's `.claude/rules/**/*.md` (`paths`).
+COPILOT_SCOPED, CLAUDE_RULE = "copilot-scoped", "claude-rule"
+COPILOT_SUFFIX = ".instructions.md"
+CLAUDE_RULES = ".claude/rules"
 _BY_NAME = {
     "agents.md": AGENTS,
     "claude.md": CLAUDE,
@@ -60,6 +67,8 @@ _BY_NAME = {
     ".windsurfrules": WINDSURFRULES,
     "copilot-instructions.md": COPILOT,
 }
+# The bot's own path-scoped rule files are named so (`.cursor/rules/playbook-orders.mdc`).
+BOTS_PREFIX = "playbook-"
 # How people name them, for messages.
 RULE_FILES = (
     "AGENTS.md",
@@ -68,6 +77,8 @@ RULE_FILES = (
     ".windsurfrules",
     ".github/copilot-instructions.md",
     ".cursor/rules/*.mdc",
+    ".github/instructions/*.instructions.md",
+    ".claude/rules/*.md",
 )
 # CommonMark blocks with GFM tables (so that a table is seen as one and skipped). Inline
 # parsing stays off: a lesson keeps its inline Markdown as written, `code` included, and runs
@@ -115,14 +126,28 @@ class ParsedRules:
     items: tuple[Item, ...]
     skipped: tuple[Skipped, ...]
     notes: tuple[str, ...] = ()
+    # The front matter's keys saying where the rules apply (`playbook.rules.anchors`).
+    scoping: dict[str, Any] = field(default_factory=dict)
 
 
 def kind_of(path: str | PurePath) -> str | None:
     """Which rule file ``path`` is, by its name (``agents``, ``cursor-mdc``, ...); None if none."""
-    name = PurePath(str(path).replace("\\", "/")).name.lower()
+    text = str(path).replace("\\", "/")
+    name = PurePath(text).name.lower()
     if name.endswith(".mdc"):
         return CURSOR_MDC
+    if name.endswith(COPILOT_SUFFIX) and name != COPILOT_SUFFIX:
+        return COPILOT_SCOPED
+    if name.endswith(".md") and f"/{CLAUDE_RULES}/" in f"/{text.lower()}":
+        return CLAUDE_RULE
     return _BY_NAME.get(name)
+
+
+def bots_own(path: str | PurePath) -> bool:
+    """Whether ``path`` is one of the bot's own path-scoped rule files (``playbook-<area>.mdc``
+    and the like): their lessons are the playbook's already, never a source to import."""
+    name = PurePath(str(path).replace("\\", "/")).name.lower()
+    return name.startswith(BOTS_PREFIX) and kind_of(path) is not None
 
 
 def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:
@@ -168,6 +193,7 @@ def parse(
         items=tuple(sorted(walk.items, key=lambda item: item.line)),
         skipped=tuple(sorted(walk.skipped, key=lambda skip: skip.line)),
         notes=tuple(notes),
+        scoping={key: meta[key] for key in _SCOPING if key in meta},
     )
 
 

@@ -170,6 +170,7 @@ def test_json_report(cli, checkout: Path) -> None:
             "learned_from": "repo/CLAUDE.md@2026-11-02",
             "source_url": "repo/CLAUDE.md",
             "notes": [],
+            "paths": None,
         }
     ]
     assert report["added"][0] == {
@@ -198,12 +199,14 @@ def test_json_report(cli, checkout: Path) -> None:
         (
             ("README.md",),
             "error: README.md is not a rule file (AGENTS.md, CLAUDE.md, .cursorrules, "
-            ".windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc)",
+            ".windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc, "
+            ".github/instructions/*.instructions.md, .claude/rules/*.md)",
         ),
         (
             ("empty",),
             "error: empty holds no rule files (AGENTS.md, CLAUDE.md, .cursorrules, "
-            ".windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc)",
+            ".windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc, "
+            ".github/instructions/*.instructions.md, .claude/rules/*.md)",
         ),
         (
             ("repo/AGENTS.md", "--scope", ""),
@@ -332,7 +335,8 @@ def test_repo_without_rule_files_or_credentials(cli, github, monkeypatch) -> Non
         pytest.skip("the fake GitHub has no contents routes yet (put_file)")
     assert error_line(cli("import-rules", "--repo", REPO), 2) == (
         f"error: {REPO} has no rule files on main (AGENTS.md, CLAUDE.md, .cursorrules, "
-        ".windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc)"
+        ".windsurfrules, .github/copilot-instructions.md, .cursor/rules/*.mdc, "
+        ".github/instructions/*.instructions.md, .claude/rules/*.md)"
     )
     assert lessons(cli) == []
 
