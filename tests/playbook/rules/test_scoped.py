@@ -9,6 +9,7 @@ import yaml
 from playbook.anchors.match import matches_any
 from playbook.rules import END, START
 from playbook.rules.block import Entry, one_line
+from playbook.rules.parse import parse
 from playbook.rules.scoped import (
     FORMATS,
     MARKER,
@@ -241,3 +242,9 @@ def test_only_a_file_carrying_the_marker_line_is_the_bots() -> None:
     assert FORMATS["cursor"].slug_of(".cursor/rules/playbook-x-2.mdc") == "x-2"
     for path in (".cursor/rules/mine.mdc", ".cursor/rules/playbook.mdc", ".cursor/playbook-x.mdc"):
         assert FORMATS["cursor"].slug_of(path) is None
+
+
+@pytest.mark.parametrize("name", ["copilot", "cursor", "claude"])
+def test_the_rule_importer_takes_no_lesson_back_from_the_bots_files(name: str) -> None:
+    parsed = parse(render(FORMATS[name], _area(), scope="acme/api"))
+    assert parsed.items == ()
