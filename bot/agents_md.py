@@ -1,4 +1,5 @@
-"""The AGENTS.md sync: a repository's managed block of lessons, proposed through one pull request.
+"""The AGENTS.md sync: a repository's managed block of lessons, and the path-scoped rule files
+of the agents its settings name, proposed through one pull request.
 
 Every call to GitHub goes through PyGithub with the installation's client, and every step can
 be repeated: a run killed between any two calls is finished by the next one, which finds the
@@ -22,7 +23,7 @@ from sqlalchemy import Engine
 from bot import agents_md_files as files_
 from bot import repo_settings
 from bot.agents_md_describe import SyncPlan as _Plan
-from bot.agents_md_describe import describe, lessons_count
+from bot.agents_md_describe import describe, files_in, lessons_count
 from bot.config import Settings
 from bot.effects import TicketRef
 from bot.github import GitHubClients, NotConfigured
@@ -215,7 +216,7 @@ def sync(
         and [p.sha for p in gh.get_git_commit(branch_sha).parents] == [base]
     )
     if not reusable:
-        message = f"playbook-bot: the lessons block in {path} {counts}"
+        message = f"playbook-bot: the lessons for agents in {files_in(path, plan)} {counts}"
         report.commit = files_.commit(gh, base, message, path, plan.desired, plan.files)
         _point_branch(gh, report.commit, exists=branch_sha is not None)
     if pull is None:
@@ -226,7 +227,7 @@ def sync(
     report.pull_number, report.pull_url = pull.number, pull.html_url
     report.action = "created" if created else "updated"
     verb = "opened" if created else "updated"
-    where = path + (f" and {len(plan.files.wanted)} path-scoped files" if plan.files.wanted else "")
+    where = files_in(path, plan)
     report.message = (
         f"{repo}: {verb} PR #{pull.number} with {lessons} in {where} {counts}: {pull.html_url}"
     )

@@ -37,9 +37,9 @@ def describe(
 ) -> tuple[str, str]:
     """The sync PR's title and description: which lessons came and went, and why."""
     change = plan.change
-    where = path + (f" and {len(plan.files.wanted)} path-scoped files" if plan.files.wanted else "")
+    where = files_in(path, plan)
     title = (
-        f"playbook-bot: {_lessons(len(plan.entries))} for agents in {where} "
+        f"playbook-bot: {lessons_count(len(plan.entries))} for agents in {where} "
         f"(+{len(change.added)}, -{len(change.removed)})"
     )
     scopes = f"`{scope}`" + (f" and `{GLOBAL}`" if scope != GLOBAL else "")
@@ -93,12 +93,14 @@ def describe(
     return title, "\n".join(lines)
 
 
+def files_in(path: str, plan: SyncPlan) -> str:
+    """Where the plan's lessons go: "AGENTS.md", or "AGENTS.md and 6 path-scoped files"."""
+    count = len(plan.files.wanted)
+    return path + (f" and {count} path-scoped file{'s' if count != 1 else ''}" if count else "")
+
+
 def lessons_count(count: int) -> str:
     """``count`` lessons, in words: "1 lesson", "3 lessons"."""
-    return _lessons(count)
-
-
-def _lessons(count: int) -> str:
     return f"{count} lesson" if count == 1 else f"{count} lessons"
 
 
