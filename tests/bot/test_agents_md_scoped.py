@@ -197,3 +197,18 @@ def test_hostile_lesson_text_cannot_reach_the_front_matter(world) -> None:
     assert meta_of(data)["alwaysApply"] is False
     assert set(meta_of(data)) == {"description", "globs", "alwaysApply"}
     assert data.decode().count(MARKER) == 1 and data.decode().count(END) == 1
+
+
+def test_a_persons_close_pauses_the_sync_and_its_files_with_it(world) -> None:
+    world.github.permissions[(REPO, "alice")] = "write"
+    number = world.sync().pull_number
+    assert number is not None
+    world.github.pulls[(REPO, number)]["state"] = "closed"
+    world.github.issues[(REPO, number)].update(
+        state="closed", closed_by={"login": "alice", "type": "User"}
+    )
+    world.lesson("Refunds are idempotent by the charge id", paths=["payments/"])
+    writes = len(world.writes())
+    report = world.sync()
+    assert (report.action, report.paused_reason) == ("paused", "closed unmerged by @alice")
+    assert len(world.writes()) == writes and len(world.sync_pulls()) == 1
