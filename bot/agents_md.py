@@ -1,4 +1,5 @@
-"""The AGENTS.md sync: a repository's managed block of lessons, proposed through one pull request.
+"""The AGENTS.md sync: a repository's managed block of lessons, and the path-scoped rule files
+of the agents its settings name, proposed through one pull request.
 
 Every call to GitHub goes through PyGithub with the installation's client, and every step can
 be repeated: a run killed between any two calls is finished by the next one, which finds the
@@ -16,20 +17,21 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import requests
-from github import InputGitTreeElement
 from github.GithubException import GithubException, UnknownObjectException
 from sqlalchemy import Engine
 
+from bot import agents_md_files as files_
 from bot import repo_settings
+from bot.agents_md_describe import SyncPlan as _Plan
+from bot.agents_md_describe import describe, files_in, lessons_count
 from bot.config import Settings
 from bot.effects import TicketRef
 from bot.github import GitHubClients, NotConfigured
 from playbook import clock, db
-from playbook.lessons.markdown import markdown_text
 from playbook.repos import syncs
 from playbook.repos.settings import FILE_PATH
 from playbook.repos.syncs import BRANCH
-from playbook.rules import END, START, block
+from playbook.rules import block, scoped
 from playbook.scopes import GLOBAL, View
 
 if TYPE_CHECKING:
@@ -38,9 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTIONS = ("created", "updated", "unchanged", "paused", "disabled", "dry_run")
-# Rows listed per table in the PR description: GitHub cuts a description at 65,536 characters.
-MAX_ROWS = 50
-EXCERPT = 90
 
 
 @dataclass
@@ -61,20 +60,7 @@ class SyncReport:
     paused_until: datetime | None = None
     paused_reason: str | None = None
     commit: str | None = None
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """The block wanted in the file, and how it differs from the default branch's."""
-
-    entries: list[block.Entry]
-    text: str
-    desired: bytes
-    existing: bytes | None
-    change: block.Change
-    removed: dict[str, str]
-    # Against the open PR's previous version (None without one): what this update changes.
-    since: block.Change | None = None
+    files: list[str] = field(default_factory=list)  # the path-scoped rule files kept
 
 
 def clients_of(services: Services) -> GitHubClients:
@@ -152,6 +138,7 @@ def sync(
         pause = None if ignore_pause else syncs.paused(session, repo)
         expired = syncs.expired(session, repo)
         state = syncs.get(session, repo)
+    recorded = state.files if state is not None else {}
     if pause is not None:
         return _paused(repo, path, pause)
     if expired and not dry_run:
@@ -163,7 +150,7 @@ def sync(
     default = gh.default_branch
     base = gh.get_branch(default).commit.sha
     try:
-        plan = _plan(services, gh, repo, own.scope, path, conf.max_chars, base)
+        plan = _plan(services, gh, own.scope, conf, base, recorded)
     except block.BlockProblem as problem:
         message = f"{repo}: {problem}"
         if not dry_run:
@@ -184,8 +171,14 @@ def sync(
     report = _report(repo, path, plan)
     branch_sha = _branch_sha(gh)
     on_branch = _read(gh, path, branch_sha) if branch_sha else None
-    lessons = _lessons(len(plan.entries))
-    if plan.existing == plan.desired:
+    # The branch holds the plan: the block file, and every path-scoped file as planned.
+    holds = (
+        branch_sha is not None
+        and on_branch == plan.desired
+        and files_.branch_holds(gh, plan.files, branch_sha)
+    )
+    lessons = lessons_count(len(plan.entries))
+    if plan.existing == plan.desired and not plan.files.changes:
         # The default branch holds the block already (merged, or copied by hand): no PR needed.
         if dry_run:
             return _dry(report, f"{path} on {default} already holds this block; nothing to change")
@@ -198,7 +191,7 @@ def sync(
             report.message += f"; closed PR #{pull.number}, which had nothing left to add"
         _record(engine, report, plan, state_pull=False)
         return report
-    if pull is not None and on_branch == plan.desired:
+    if pull is not None and holds:
         if dry_run:
             return _dry(report, f"PR #{pull.number} already holds this block; nothing to commit")
         if (pull.title, pull.body or "") != (title, body):
@@ -219,12 +212,12 @@ def sync(
     reusable = (
         pull is None
         and branch_sha is not None
-        and on_branch == plan.desired
+        and holds
         and [p.sha for p in gh.get_git_commit(branch_sha).parents] == [base]
     )
     if not reusable:
-        message = f"playbook-bot: the lessons block in {path} {counts}"
-        report.commit = _commit(gh, path, plan.desired, base, message)
+        message = f"playbook-bot: the lessons for agents in {files_in(path, plan)} {counts}"
+        report.commit = files_.commit(gh, base, message, path, plan.desired, plan.files)
         _point_branch(gh, report.commit, exists=branch_sha is not None)
     if pull is None:
         pull, created = _create_pull(gh, owner, default, title, body), True
@@ -234,8 +227,9 @@ def sync(
     report.pull_number, report.pull_url = pull.number, pull.html_url
     report.action = "created" if created else "updated"
     verb = "opened" if created else "updated"
+    where = files_in(path, plan)
     report.message = (
-        f"{repo}: {verb} PR #{pull.number} with {lessons} in {path} {counts}: {pull.html_url}"
+        f"{repo}: {verb} PR #{pull.number} with {lessons} in {where} {counts}: {pull.html_url}"
     )
     _record(engine, report, plan, state_pull=True)
     return report
@@ -267,80 +261,6 @@ def sync_all(engine: Engine, settings: Settings) -> dict[str, int]:
     return counts
 
 
-def describe(
-    repo: str, path: str, plan: _Plan, max_chars: int, pause_days: int, scope: str
-) -> tuple[str, str]:
-    """The sync PR's title and description: which lessons came and went, and why."""
-    change = plan.change
-    title = (
-        f"playbook-bot: {_lessons(len(plan.entries))} for agents in {path} "
-        f"(+{len(change.added)}, -{len(change.removed)})"
-    )
-    scopes = f"`{scope}`" + (f" and `{GLOBAL}`" if scope != GLOBAL else "")
-    lines = [
-        f"This pull request updates the block of lessons playbook-bot keeps in `{path}`, "
-        f"between `{START}` and `{END}`: the most helpful active lessons of {scopes} "
-        f"(most cited in merged work first) that fit in {max_chars:,} characters. "
-        "Agents that read the file see them; citing a lesson's id in a pull request counts "
-        "as usual. Text outside the markers is not changed.",
-        "",
-        f"### Added ({len(change.added)})",
-    ]
-    if change.added:
-        lines += ["", "| Lesson | Text | Why |", "|---|---|---|"]
-        for entry in change.added[:MAX_ROWS]:
-            lines.append(f"| {entry.bullet_id} | {_cell(entry.text)} | {_cell(entry.reason)} |")
-        lines += _more(len(change.added))
-    else:
-        lines.append("None.")
-    lines += ["", f"### Removed ({len(change.removed)})"]
-    if change.removed:
-        lines += ["", "| Lesson | Why |", "|---|---|"]
-        for bullet_id in change.removed[:MAX_ROWS]:
-            lines.append(f"| {bullet_id} | {_cell(plan.removed.get(bullet_id, ''))} |")
-        lines += _more(len(change.removed))
-    else:
-        lines.append("None.")
-    if change.kept:
-        lines += ["", f"Kept ({len(change.kept)}): {', '.join(change.kept[:200])}"]
-    since = plan.since
-    if since is not None and (since.added or since.removed):
-        # A reviewer who read the earlier version needs only what this update changed.
-        lines += ["", "### Since the previous version of this pull request", ""]
-        lines += [f"- added {e.bullet_id}: {_cell(e.reason)}" for e in since.added[:MAX_ROWS]]
-        lines += [
-            f"- removed {bullet_id}: {_cell(plan.removed.get(bullet_id, ''))}"
-            for bullet_id in since.removed[:MAX_ROWS]
-        ]
-    lines += [
-        "",
-        "### Pausing or stopping",
-        "",
-        f"- Close this pull request without merging it to pause the sync for {pause_days} days "
-        "(a close pauses it only when made by someone with write access to this repository; "
-        f"`playbook-bot agents-md sync --repo {repo} --resume` resumes it sooner).",
-        f"- Set `agents_md: {{enabled: false}}` in `{FILE_PATH}` to stop it.",
-        "- Merge it to keep these lessons; the bot opens a new pull request when they change, "
-        f"always from the branch `{BRANCH}`.",
-    ]
-    return title, "\n".join(lines)
-
-
-def _lessons(count: int) -> str:
-    return f"{count} lesson" if count == 1 else f"{count} lessons"
-
-
-def _cell(text: str) -> str:
-    """``text`` fit for one Markdown table cell: one line, no column break, an excerpt."""
-    # Lesson text is anyone's: no mention, link or image in the bot's PR description either.
-    flat = markdown_text(" ".join(text.split())).replace("|", "\\|")
-    return flat if len(flat) <= EXCERPT else flat[: EXCERPT - 1] + "…"
-
-
-def _more(total: int) -> list[str]:
-    return ["", f"... and {total - MAX_ROWS} more."] if total > MAX_ROWS else []
-
-
 def _one_line(error: BaseException) -> str:
     if isinstance(error, GithubException):
         said = error.data.get("message") if isinstance(error.data, dict) else None
@@ -349,17 +269,28 @@ def _one_line(error: BaseException) -> str:
 
 
 def _plan(
-    services: Services, gh: Any, repo: str, scope: str, path: str, max_chars: int, base: str
+    services: Services, gh: Any, scope: str, conf: Any, base: str, recorded: dict[str, str]
 ) -> _Plan:
+    """The block and the path-scoped files wanted, against the default branch at ``base``."""
+    path = conf.path
     existing = _read(gh, path, base)
+    formats = files_.formats_of(conf.scoped)
+    dirs = files_.directories(formats, recorded)
+    # Only with formats asked for, or files written before, is any rules directory read.
+    found = files_.find(gh, dirs, base) if dirs else files_.Found()
     scopes = list(dict.fromkeys([scope, GLOBAL]))
     with db.transaction(services.engine) as session:
-        entries = block.choose(session, scopes, max_chars, scope=scope)
-        text = block.render(entries, scope=scope)
+        entries = block.choose(session, scopes, conf.max_chars, scope=scope)
+        in_block, areas = list(entries), []
+        if formats:
+            anchors = scoped.anchors_of(session, [entry.bullet_id for entry in entries])
+            in_block, areas = scoped.split(entries, anchors, taken=found.taken(formats))
+        files = files_.plan(found, formats, areas, recorded, scope=scope, dirs=dirs)
+        text = block.render(in_block, scope=scope)
         desired = block.splice(existing, text, path)
-        change = block.compare(block.ids_in(existing), entries)
+        change = block.compare([*block.ids_in(existing), *files.old_ids], entries)
         removed = syncs.why_removed(session, change.removed, View(scope))
-    return _Plan(entries, text, desired, existing, change, removed)
+    return _Plan(entries, text, desired, existing, change, removed, files=files)
 
 
 def _since(services: Services, plan: _Plan, previous: list[str], scope: str) -> _Plan:
@@ -445,15 +376,6 @@ def _pause_missed(
     return _paused(repo, conf.path, pause)
 
 
-def _commit(gh: Any, path: str, desired: bytes, base: str, message: str) -> str:
-    """One commit on top of ``base`` that changes only ``path`` (bytes exact: base64 blob)."""
-    blob = gh.create_git_blob(base64.b64encode(desired).decode("ascii"), "base64")
-    parent = gh.get_git_commit(base)
-    element = InputGitTreeElement(path, "100644", "blob", sha=blob.sha)
-    tree = gh.create_git_tree([element], parent.tree)
-    return gh.create_git_commit(message, tree, [parent]).sha
-
-
 def _point_branch(gh: Any, sha: str, *, exists: bool) -> None:
     """The sync branch at ``sha``: created, or moved there (it never holds anyone's work)."""
     if not exists:
@@ -487,7 +409,15 @@ def _report(repo: str, path: str, plan: _Plan) -> SyncReport:
         "unchanged",
         "",
         block=plan.text,
-        diff=diff_of(path, plan.existing, plan.desired),
+        diff=diff_of(path, plan.existing, plan.desired)
+        + "".join(
+            diff_of(changed, plan.files.existing.get(changed), data)
+            for changed, data in sorted(plan.files.writes.items())
+        )
+        + "".join(
+            diff_of(deleted, data, None) for deleted, data in sorted(plan.files.deletes.items())
+        ),
+        files=sorted(plan.files.wanted),
         lessons=len(plan.entries),
         added=[{"id": e.bullet_id, "text": e.text, "reason": e.reason} for e in plan.change.added],
         removed=[{"id": i, "reason": plan.removed.get(i, "")} for i in plan.change.removed],
@@ -500,12 +430,13 @@ def _dry(report: SyncReport, what: str) -> SyncReport:
     return report
 
 
-def diff_of(path: str, existing: bytes | None, desired: bytes) -> str:
-    """A unified diff of the file from the default branch's to the synced one."""
+def diff_of(path: str, existing: bytes | None, desired: bytes | None) -> str:
+    """A unified diff of the file from the default branch's to the synced one (None: none)."""
     old = [] if existing is None else _text(existing).splitlines(keepends=True)
-    new = _text(desired).splitlines(keepends=True)
+    new = [] if desired is None else _text(desired).splitlines(keepends=True)
     before = "/dev/null" if existing is None else f"a/{path}"
-    lines = difflib.unified_diff(old, new, before, f"b/{path}")
+    after = "/dev/null" if desired is None else f"b/{path}"
+    lines = difflib.unified_diff(old, new, before, after)
     # As git prints it: a last line without a line break is said so, not run into the next.
     return "".join(
         line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines
@@ -540,4 +471,5 @@ def _record(engine: Engine, report: SyncReport, plan: _Plan, *, state_pull: bool
             pull_url=report.pull_url if state_pull else None,
             block_sha=digest,
             lesson_ids=[entry.bullet_id for entry in plan.entries],
+            files=plan.files.recorded,
         )

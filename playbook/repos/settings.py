@@ -10,7 +10,7 @@ line and what is allowed.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -45,6 +45,11 @@ DEFAULT = "default"
 MAX_PROBLEMS = 20
 
 
+# The agents whose path-scoped rule files the sync can write (see playbook/rules/scoped.py).
+ScopedFormat = Literal["copilot", "cursor", "claude"]
+SCOPED_FORMATS: tuple[str, ...] = get_args(ScopedFormat)
+
+
 class AgentsMd(BaseModel):
     """The `agents_md` block: keep the playbook's best lessons in a rule file agents read."""
 
@@ -73,6 +78,22 @@ class AgentsMd(BaseModel):
         description="Days the sync pauses after someone closes its pull request unmerged "
         "(1 to 365).",
     )
+    scoped: list[ScopedFormat] = Field(
+        default_factory=list,
+        max_length=len(SCOPED_FORMATS),
+        description="Agents whose path-scoped rule files the sync also writes, in the same pull "
+        "request: copilot (.github/instructions/playbook-<area>.instructions.md), cursor "
+        "(.cursor/rules/playbook-<area>.mdc), claude (.claude/rules/playbook-<area>.md). Lessons "
+        "anchored to paths go there, grouped by area; the others stay in the block. Empty: none.",
+        json_schema_extra={"uniqueItems": True},
+    )
+
+    @field_validator("scoped")
+    @classmethod
+    def _once_each(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("names an agent twice; list each of copilot, cursor, claude once")
+        return value
 
 
 class RepoSettings(BaseModel):

@@ -34,6 +34,9 @@ class SyncState:
     paused_reason: str | None
     synced_at: datetime | None
     last_result: str | None
+    # The path-scoped rule files the bot wrote (path -> sha256 of their text): only these may
+    # it ever delete.
+    files: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ def _state(row: RuleFileSync) -> SyncState:
         paused_reason=row.paused_reason,
         synced_at=clock.to_utc(row.synced_at) if row.synced_at else None,
         last_result=row.last_result,
+        files=dict(row.files) if isinstance(row.files, dict) else {},
     )
 
 
@@ -90,8 +94,10 @@ def record(
     pull_url: str | None = None,
     block_sha: str | None = None,
     lesson_ids: Sequence[str] | None = None,
+    files: dict[str, str] | None = None,
 ) -> None:
-    """Store what a sync did: its one-line result and, when given, the PR and the block."""
+    """Store what a sync did: its one-line result and, when given, the PR, the block and the
+    path-scoped files it keeps."""
     row = _row(session, repo, path)
     row.path = path
     row.last_result = result
@@ -102,6 +108,8 @@ def record(
         row.block_sha = block_sha
     if lesson_ids is not None:
         row.lesson_ids = list(lesson_ids)
+    if files is not None:
+        row.files = dict(files)
 
 
 def note(session: Session, repo: str, path: str, result: str) -> None:

@@ -114,6 +114,11 @@ def _line(entry: Entry) -> str:
     return f"- [{entry.bullet_id}] {markdown_text(entry.text)}"
 
 
+def line(entry: Entry) -> str:
+    """The lesson's line as the block writes it: its id and its text, Markdown made inert."""
+    return _line(entry)
+
+
 def _header_scope(scopes: Sequence[str]) -> str:
     return next((scope for scope in scopes if scope != GLOBAL), GLOBAL)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from bot import agents_md
+from bot import agents_md, repo_settings
 from bot.agents_md import SyncReport
 from bot.services import Services
 from playbook.db import transaction
@@ -37,6 +37,11 @@ class World:
         """One sync of REPO, as the scheduler and the CLI run it."""
         return agents_md.sync(self.services, REPO, installation_id=INSTALLATION, **options)
 
+    def settings(self, extra: str = "") -> None:
+        """New `agents_md` settings pushed to REPO (the push marks the stored ones stale)."""
+        enable(self.github, extra)
+        repo_settings.mark_stale(self.loop.engine, REPO)
+
     def lesson(self, text: str, *, scope: str = REPO, **fields: Any) -> str:
         """An active lesson; returns its id."""
         with transaction(self.loop.engine) as session:
@@ -64,6 +69,19 @@ class World:
             for (repo, _), pull in sorted(self.github.pulls.items())
             if repo == REPO and pull["head"].get("ref") == BRANCH
         ]
+
+    def files_on(self, ref: str, directory: str) -> dict[str, bytes]:
+        """Every file under ``directory`` at ``ref`` (a branch), by path."""
+        store = self.github.git[REPO]
+        head = store.refs.get(f"refs/heads/{ref}")
+        if head is None:
+            return {}
+        flat = store.flatten(store.objects[head]["tree"])
+        return {
+            path: store.objects[sha]["data"]
+            for path, (_, sha) in flat.items()
+            if path.startswith(directory.rstrip("/") + "/")
+        }
 
     def on_branch(self, path: str = "AGENTS.md") -> bytes | None:
         """The file as the sync branch has it."""

@@ -461,14 +461,22 @@ class GitRoutes(PullWrites):
                     return invalid(
                         "Invalid tree info", resource="Tree", field="tree", code="invalid"
                     )
-                if "sha" in element and "content" in element:
-                    return invalid("Only one of 'sha' or 'content' may be given")
+                if ("sha" in element) == ("content" in element):
+                    # As GitHub answers both a missing and a doubled one.
+                    return invalid(
+                        "Must supply either tree.sha or tree.content. "
+                        "Request will be rejected if both are present."
+                    )
                 path = path.strip("/")
-                for existing in [p for p in flat if p == path or p.startswith(path + "/")]:
+                present = [p for p in flat if p == path or p.startswith(path + "/")]
+                if "sha" in element and element["sha"] is None and not present:
+                    # GitHub refuses to delete what the base tree does not hold.
+                    return invalid("GitRPC::BadObjectState")
+                for existing in present:
                     del flat[existing]
                 if "content" in element:
                     flat[path] = (mode, store.blob(str(element["content"]).encode()))
-                elif element.get("sha") is None:
+                elif element["sha"] is None:
                     continue  # a null sha deletes the path
                 elif mode == "040000":
                     if store.kind(element["sha"]) != "tree":

@@ -129,6 +129,31 @@ def test_git_data_api_commits_exact_bytes_on_a_new_branch(fake) -> None:
     assert exists.value.data["message"] == "Reference already exists"
 
 
+def test_one_tree_writes_inline_text_and_deletes_with_a_null_sha(fake) -> None:
+    fake.put_file(REPO, ".cursor/rules/playbook-old.mdc", b"old\n")
+    fake.put_file(REPO, ".cursor/rules/mine.mdc", b"mine\n")
+    r = repo(fake)
+    parent = r.get_git_commit(r.get_branch("main").commit.sha)
+    tree = r.create_git_tree(
+        [
+            InputGitTreeElement(".claude/rules/playbook-a.md", "100644", "blob", content="a ✓\n"),
+            InputGitTreeElement(".cursor/rules/playbook-old.mdc", "100644", "blob", sha=None),
+        ],
+        parent.tree,
+    )
+    paths = {e.path for e in r.get_git_tree(tree.sha, recursive=True).tree}
+    assert ".claude/rules/playbook-a.md" in paths and ".cursor/rules/mine.mdc" in paths
+    assert ".cursor/rules/playbook-old.mdc" not in paths
+    # As GitHub: deleting a path the base tree lacks, or giving neither sha nor content, fails.
+    for element in (
+        InputGitTreeElement("nowhere.md", "100644", "blob", sha=None),
+        InputGitTreeElement("neither.md", "100644", "blob"),
+    ):
+        with pytest.raises(GithubException) as refused:
+            r.create_git_tree([element], parent.tree)
+        assert refused.value.status == 422
+
+
 def test_a_ref_moves_forward_or_by_force_only(fake) -> None:
     r = repo(fake)
     base = r.get_branch("main").commit.sha

@@ -104,6 +104,7 @@ def test_a_repository_file_over_its_organisations_shows_each_value_and_its_sourc
         "agents_md.path": ["AGENTS.md", "default"],
         "agents_md.max_chars": ["4000", organisation],
         "agents_md.pause_days": ["30", "default"],
+        "agents_md.scoped": ["[]", "default"],
     }
     # Asked of the App's installation on the repository, then both files with its token.
     assert github.calls("GET", f"/repos/{REPO}/installation")

@@ -108,3 +108,20 @@ def test_the_repository_file_is_merged_over_the_organisation_s() -> None:
     assert sources["agents_md.enabled"] == ORGANISATION
     assert sources["agents_md.path"] == REPOSITORY
     assert sources["agents_md.pause_days"] == DEFAULT
+
+
+def test_scoped_names_each_agent_once_and_defaults_to_none() -> None:
+    parsed = parse(b"agents_md:\n  scoped: [cursor, claude]\n", FILE, "octo-org")
+    assert parsed.problems == []
+    chosen, sources = resolve(None, parsed.values)
+    assert chosen.agents_md.scoped == ["cursor", "claude"]
+    assert sources["agents_md.scoped"] == REPOSITORY
+    assert resolve(None, None)[0].agents_md.scoped == []
+    for content, message in [
+        (b"agents_md:\n  scoped: [cursor, cursor]\n", "names an agent twice"),
+        (b"agents_md:\n  scoped: [vim]\n", "must be 'copilot', 'cursor' or 'claude'"),
+        (b"agents_md:\n  scoped: cursor\n", "must be a valid list"),
+    ]:
+        ((key, line, said),) = problems(b"comment: true\n" + content)
+        assert key is not None and key.startswith("agents_md.scoped") and line == 3
+        assert message in said
