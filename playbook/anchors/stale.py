@@ -16,8 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
+from playbook.anchors import globs
 from playbook.anchors.detail import GONE, files_gone
-from playbook.anchors.match import is_literal, matches_any
 from playbook.errors import BulletNotFound
 from playbook.lessons import fields
 from playbook.lessons.lifecycle import cleared_note, snapshot, unflag
@@ -68,12 +68,14 @@ def flag(
     candidates = session.execute(
         select(Bullet.id, Bullet.paths).where(Bullet.scope == scope, Bullet.status == "active")
     ).all()
+    # Each changed path split once, each lesson's globs read once (3,000 files at most).
+    index = globs.Index(_old(c) for c in relevant)
     hits: list[tuple[str, list[FileChange]]] = []
     for bullet_id, paths in candidates:
         anchors = _anchors(paths)
         if not anchors:
             continue  # most lessons: anchored only to their ticket
-        touched = [c for c in relevant if matches_any(_old(c), anchors)]
+        touched = [relevant[i] for i in sorted(index.matching(anchors))]
         if touched:
             hits.append((bullet_id, touched))
     if not hits:
@@ -107,9 +109,9 @@ def _flag_one(
     before = _state(bullet)
     anchors = _anchors(bullet.paths)
     renamed = {c.previous: c.path for c in touched if c.status == RENAMED and c.previous}
-    followed = [renamed.get(a, a) if is_literal(a) else a for a in anchors]
+    followed = [renamed.get(a, a) if globs.is_plain(a) else a for a in anchors]
     removed = {c.path for c in touched if c.status == REMOVED}
-    gone = bool(anchors) and all(is_literal(a) and a in removed for a in anchors)
+    gone = bool(anchors) and all(globs.is_plain(a) and a in removed for a in anchors)
     detail = describe(pr, touched, gone=gone)
     now = clock.now()
     if bullet.stale_since is not None and bullet.stale_detail:
