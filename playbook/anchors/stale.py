@@ -59,7 +59,8 @@ class Flagged:
 def flag(
     session: Session, scope: str, pr: str, changes: Sequence[FileChange], *, actor: str
 ) -> list[Flagged]:
-    """Flag the active lessons of ``scope`` anchored to files the merged PR ``pr`` changed.
+    """Flag the active lessons of ``scope`` anchored to files the merged PR ``pr`` changed,
+    or naming a symbol whose definition its patches removed.
 
     An anchor naming a renamed file exactly follows it to its new path. Idempotent: a
     lesson this PR flagged once (cleared since or not) is left alone.
