@@ -129,14 +129,14 @@ class _Read:
         return self.owners[min(hits)], exact
 
     def ending(self, glob: globs.Glob) -> str | None:
-        """A named path the glob ends with, segment for segment and without a wildcard."""
+        """The longest named path the glob ends with, segment for segment, no wildcard read."""
+        found = None
         for count in range(1, min(self.longest, len(glob.pattern)) + 1):
             tail = glob.literal_tail(count)
             if tail is None:
-                return None  # a wildcard: a longer tail holds it too
-            if tail in self.whole:
-                return self.whole[tail]
-        return None
+                break  # a wildcard: every longer tail holds it too
+            found = self.whole.get(tail, found)
+        return found
 
 
 def _is_path(run: str) -> bool:
