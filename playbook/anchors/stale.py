@@ -75,7 +75,9 @@ def flag(
     ).all()
     # Each changed path split once, each lesson's globs read once (3,000 files at most).
     index = globs.Index(_old(c) for c in relevant)
-    removed = symbols.removed((c.path, c.patch) for c in changes)
+    # The patches are read only when a lesson names a symbol (most name none).
+    named_any = any(_anchors(names) for _, _, names in candidates)
+    removed = symbols.removed((c.path, c.patch) for c in changes) if named_any else {}
     hits: list[_Hit] = []
     for bullet_id, paths, names in candidates:
         anchors, named = _anchors(paths), _anchors(names)
