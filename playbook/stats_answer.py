@@ -113,7 +113,12 @@ class StaleWeek(BaseModel):
     cleared: int = 0
     edited: int = 0
     superseded: int = 0
-    deprecated: int = 0
+    deprecated: int = Field(0, description="Deprecated by a maintainer.")
+    deprecated_by_bot: int = Field(
+        0,
+        description="Deprecated by the bot itself (its work rejected or reverted, or measured "
+        "harmful): the flag ended, but no maintainer looked.",
+    )
     open: int = Field(0, description="Still flagged: no maintainer has looked yet.")
 
 

@@ -12,14 +12,14 @@ from sqlalchemy.orm import Session
 from playbook import clock
 from playbook.anchors import digest as stale_digest
 from playbook.fit import report as fit_report
-from playbook.lessons import lifecycle
+from playbook.lessons import demotions, lifecycle
 from playbook.models import Bullet, Rating, Retrieval, UsageEvent
 from playbook.scopes import EVERYTHING, GLOBAL, View
 from playbook.search import ranking
 from playbook.search.retrieval import HELD_OUT
 
 # The demoted_reason of a lesson the holdout measured as harmful.
-MEASURED_HARMFUL = "measured_harmful"
+MEASURED_HARMFUL = demotions.MEASURED_HARMFUL
 # PLAYBOOK_EFFECT_MIN_TICKETS's default (the experiment's statistics.MIN_TICKETS).
 EFFECT_MIN_TICKETS = 20
 

@@ -96,6 +96,9 @@ def _authenticate() -> Response | None:
     return None
 
 
+api.before_request(api_parts.once_each)  # after the token's check; siblings copy both
+
+
 @api.errorhandler(PlaybookError)
 def _domain_problem(error: PlaybookError) -> Response:
     if isinstance(error, BulletNotFound):
@@ -152,6 +155,7 @@ class SearchQuery(BaseModel):
     ) = Field(None, description=work_scope.TICKET_DOC)
     scope: UrlScope | None = Field(None, description=SCOPE_DOC)
     min_relevance: float | None = Field(None, ge=0, le=1, description=MIN_RELEVANCE_DOC)
+    paths: api_types.SearchPaths | None = Field(None, description=api_types.SEARCH_PATHS_DOC)
 
 
 class SearchBody(BaseModel):
@@ -329,7 +333,7 @@ def _search(ask: SearchQuery | SearchBody, text: str) -> Response:
             experiment=settings.experiment,
             min_relevance=ask.min_relevance,
             floor=Floor.of(settings.min_relevance),
-            paths=getattr(ask, "paths", None) or (),  # POST /search's body only
+            paths=ask.paths or (),
         )
     return _json(answer)
 

@@ -152,5 +152,6 @@ SearchPaths = Annotated[
 ]
 SEARCH_PATHS_DOC = (
     "Files the work is about (e.g. the files an agent edits): lessons anchored there rank "
-    "first, as when the text names them. POST /search only (a list does not fit a URL's limits)."
+    "first, as when the text names them. In a URL, one parameter a path: "
+    "`paths=orders/locking.py&paths=billing/`; a long list fits POST /search's body better."
 )

@@ -91,16 +91,23 @@ def format_stats(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The week's stale flags by how they ended, as `stats` words them.
+_RESOLVED = {
+    "cleared": "cleared",
+    "edited": "edited",
+    "superseded": "superseded",
+    "deprecated": "deprecated",
+    "deprecated_by_bot": "deprecated by the bot",
+    "open": "open",
+}
+
+
 def stale_lines(stale: dict[str, Any] | None) -> list[str]:
     """The stale flags: how many wait for a maintainer, and the week's flags resolved."""
     if not stale or not (stale["flagged"] or stale["week"]["flagged"]):
         return []
     week = stale["week"]
-    how = ", ".join(
-        f"{week[k]} {k}"
-        for k in ("cleared", "edited", "superseded", "deprecated", "open")
-        if week[k]
-    )
+    how = ", ".join(f"{week[k]} {label}" for k, label in _RESOLVED.items() if week.get(k))
     return [
         f"possibly stale: {stale['flagged']} lessons flagged (`playbook-bot stale`); "
         f"last 7 days: {week['flagged']} flagged" + (f" ({how})" if how else "")

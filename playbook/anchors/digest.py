@@ -1,4 +1,5 @@
-"""The stale flags in `stats`: how many lessons are flagged, and the week's flags resolved."""
+"""The stale flags in `stats`: how many lessons are flagged, and the week's flags resolved
+(by a maintainer's look, or by the bot's own deprecation)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from playbook.anchors.stale import CLEAR, FLAG
+from playbook.lessons import demotions
 from playbook.models import Bullet, Revision
 from playbook.scopes import EVERYTHING, View
 
@@ -20,6 +22,9 @@ RESOLUTIONS = {
     "supersede": "superseded",
     "deprecate": "deprecated",
 }
+# A deprecation the bot made by itself (the work was rejected or reverted, the holdout
+# measured the lesson harmful) ends the flag too, but nobody looked at what changed.
+AUTOMATIC = "deprecated_by_bot"
 
 
 def stale_report(session: Session, view: View = EVERYTHING, now: datetime | None = None) -> dict:
@@ -29,7 +34,9 @@ def stale_report(session: Session, view: View = EVERYTHING, now: datetime | None
         .select_from(Bullet)
         .where(Bullet.stale_since.is_not(None), view.lessons())
     )
-    week: dict[str, Any] = {"flagged": 0, "open": 0} | dict.fromkeys(RESOLUTIONS.values(), 0)
+    week: dict[str, Any] = {"flagged": 0, "open": 0} | dict.fromkeys(
+        [*RESOLUTIONS.values(), AUTOMATIC], 0
+    )
     if now is not None:
         since = now - WEEK
         flags = session.execute(
@@ -45,7 +52,7 @@ def stale_report(session: Session, view: View = EVERYTHING, now: datetime | None
             last_flag[bullet_id] = max(revision_id, last_flag.get(bullet_id, 0))
         later = (
             session.execute(
-                select(Revision.bullet_id, Revision.action, Revision.id)
+                select(Revision.bullet_id, Revision.action, Revision.id, Revision.after)
                 .where(
                     Revision.bullet_id.in_(list(last_flag)),
                     Revision.action.in_(list(RESOLUTIONS)),
@@ -57,10 +64,19 @@ def stale_report(session: Session, view: View = EVERYTHING, now: datetime | None
             else []
         )
         resolved: dict[str, str] = {}
-        for bullet_id, action, revision_id in later:
+        for bullet_id, action, revision_id, after in later:
             if bullet_id not in resolved and revision_id > last_flag[bullet_id]:
-                resolved[bullet_id] = RESOLUTIONS[action]
+                resolved[bullet_id] = _resolution(action, after)
         week["flagged"] = len(last_flag)
         for bullet_id in last_flag:
             week[resolved.get(bullet_id, "open")] += 1
     return {"flagged": int(flagged or 0), "week": week}
+
+
+def _resolution(action: str, after: Any) -> str:
+    """How a revision ended a flag: a maintainer's look, or the bot's own deprecation (the
+    revision's values keep the ``demoted_reason``, whoever ran the job that wrote it)."""
+    reason = after.get("demoted_reason") if isinstance(after, dict) else None
+    if action == "deprecate" and demotions.automatic(reason):
+        return AUTOMATIC
+    return RESOLUTIONS[action]

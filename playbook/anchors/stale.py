@@ -2,8 +2,9 @@
 
 A flag never deprecates: it lists the lesson (``flagged``) until a maintainer clears it
 (``clear``) or confirms it by an edit, a supersession or a deprecation (the lifecycle clears
-it then). Symbols are not followed: only paths (a removed definition would need the file's
-text before and after, which the PR's file list does not give).
+it then). Paths are matched by the one rule (`globs`); a lesson's symbols count as changed
+when the PR's patches remove their definition (`symbols`): those of the files its paths
+match, or every file's when it has symbols only.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from playbook import clock
+from playbook.anchors import globs, symbols
 from playbook.anchors.detail import GONE, files_gone
-from playbook.anchors.match import is_literal, matches_any
 from playbook.errors import BulletNotFound
 from playbook.lessons import fields
 from playbook.lessons.lifecycle import cleared_note, snapshot, unflag
@@ -43,6 +44,7 @@ class FileChange:
     status: str
     path: str
     previous: str | None = None  # the old path of a renamed file
+    patch: str | None = None  # the start of its unified diff; None when GitHub gives none
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class Flagged:
 def flag(
     session: Session, scope: str, pr: str, changes: Sequence[FileChange], *, actor: str
 ) -> list[Flagged]:
-    """Flag the active lessons of ``scope`` anchored to files the merged PR ``pr`` changed.
+    """Flag the active lessons of ``scope`` anchored to files the merged PR ``pr`` changed,
+    or naming a symbol whose definition its patches removed.
 
     An anchor naming a renamed file exactly follows it to its new path. Idempotent: a
     lesson this PR flagged once (cleared since or not) is left alone.
@@ -66,51 +69,85 @@ def flag(
     if not relevant:
         return []
     candidates = session.execute(
-        select(Bullet.id, Bullet.paths).where(Bullet.scope == scope, Bullet.status == "active")
+        select(Bullet.id, Bullet.paths, Bullet.symbols).where(
+            Bullet.scope == scope, Bullet.status == "active"
+        )
     ).all()
-    hits: list[tuple[str, list[FileChange]]] = []
-    for bullet_id, paths in candidates:
-        anchors = _anchors(paths)
-        if not anchors:
+    # Each changed path split once, each lesson's globs read once (3,000 files at most).
+    index = globs.Index(_old(c) for c in relevant)
+    # The patches are read only when a lesson names a symbol (most name none).
+    named_any = any(_anchors(names) for _, _, names in candidates)
+    removed = symbols.removed((c.path, c.patch) for c in changes) if named_any else {}
+    hits: list[_Hit] = []
+    for bullet_id, paths, names in candidates:
+        anchors, named = _anchors(paths), _anchors(names)
+        if not anchors and not named:
             continue  # most lessons: anchored only to their ticket
-        touched = [c for c in relevant if matches_any(_old(c), anchors)]
-        if touched:
-            hits.append((bullet_id, touched))
+        touched = [relevant[i] for i in sorted(index.matching(anchors))] if anchors else []
+        # A lesson with paths counts the files they match; one with symbols only, every file.
+        within = {c.path for c in touched} if anchors else None
+        gone = _removed_symbols(named, removed, within)
+        if touched or gone:
+            hits.append(_Hit(bullet_id, touched, gone))
     if not hits:
         return []
-    already = _flagged_by(session, pr, [bullet_id for bullet_id, _ in hits])
-    todo = [(bullet_id, touched) for bullet_id, touched in hits if bullet_id not in already]
+    already = _flagged_by(session, pr, [hit.bullet_id for hit in hits])
+    todo = [hit for hit in hits if hit.bullet_id not in already]
     if not todo:
         return []
     # The playbook's version row first, then the lessons': the lifecycle's lock order.
     version = bump_version(session)
     done: list[Flagged] = []
-    for bullet_id, touched in todo:
-        bullet = _locked(session, bullet_id)
+    for hit in todo:
+        bullet = _locked(session, hit.bullet_id)
         if bullet is None or bullet.status != "active":
             continue
-        done.append(_flag_one(session, bullet, pr, touched, actor, version))
+        done.append(_flag_one(session, bullet, pr, hit, actor, version))
     return done
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """A lesson the PR is about: the anchored files it changed, the symbols it removed."""
+
+    bullet_id: str
+    touched: list[FileChange]
+    symbols: list[tuple[str, str]]  # (the name removed, the file it was removed from)
+
+
+def _removed_symbols(
+    named: list[str], removed: dict[str, list[str]], within: set[str] | None
+) -> list[tuple[str, str]]:
+    """(name, file) for each of a lesson's symbols the PR removed, in files of ``within``."""
+    found: dict[tuple[str, str], None] = {}
+    for symbol in named:
+        for key in symbols.keys(symbol):
+            files = [f for f in removed.get(key, ()) if within is None or f in within]
+            if files:
+                found.setdefault((key, files[0]), None)
+                break
+    return list(found)
 
 
 def anchored_in(session: Session, scope: str) -> bool:
     """Whether an active lesson of ``scope`` has anchors (a PR's files are worth reading)."""
     rows = session.execute(
-        select(Bullet.paths).where(Bullet.scope == scope, Bullet.status == "active")
-    ).scalars()
-    return any(_anchors(paths) for paths in rows)
+        select(Bullet.paths, Bullet.symbols).where(Bullet.scope == scope, Bullet.status == "active")
+    ).all()
+    return any(_anchors(paths) or _anchors(names) for paths, names in rows)
 
 
 def _flag_one(
-    session: Session, bullet: Bullet, pr: str, touched: list[FileChange], actor: str, version: int
+    session: Session, bullet: Bullet, pr: str, hit: _Hit, actor: str, version: int
 ) -> Flagged:
+    touched = hit.touched
     before = _state(bullet)
     anchors = _anchors(bullet.paths)
     renamed = {c.previous: c.path for c in touched if c.status == RENAMED and c.previous}
-    followed = [renamed.get(a, a) if is_literal(a) else a for a in anchors]
+    followed = [renamed.get(a, a) if globs.is_plain(a) else a for a in anchors]
     removed = {c.path for c in touched if c.status == REMOVED}
-    gone = bool(anchors) and all(is_literal(a) and a in removed for a in anchors)
-    detail = describe(pr, touched, gone=gone)
+    gone = bool(anchors) and all(globs.is_plain(a) and a in removed for a in anchors)
+    detail = describe(pr, touched, gone=gone, symbols_removed=hit.symbols)
     now = clock.now()
     if bullet.stale_since is not None and bullet.stale_detail:
         # Flagged before and not looked at yet: keep when, and what the earlier PR did.
@@ -137,8 +174,15 @@ def _flag_one(
     return Flagged(bullet.id, detail, followed)
 
 
-def describe(pr: str, touched: Iterable[FileChange], *, gone: bool = False) -> str:
-    """One line of what ``pr`` did to the anchored files: "acme/api#12 deleted a.py; ..."."""
+def describe(
+    pr: str,
+    touched: Iterable[FileChange],
+    *,
+    gone: bool = False,
+    symbols_removed: Sequence[tuple[str, str]] = (),
+) -> str:
+    """One line of what ``pr`` did to the anchored files and symbols: "acme/api#12 deleted
+    a.py; removed symbol acquire in b.py"."""
     kinds: dict[str, list[str]] = {REMOVED: [], RENAMED: [], MODIFIED: []}
     for change in touched:
         name = f"{change.previous} -> {change.path}" if change.status == RENAMED else change.path
@@ -149,6 +193,9 @@ def describe(pr: str, touched: Iterable[FileChange], *, gone: bool = False) -> s
             more = len(names) - DETAIL_FILES
             listed = ", ".join(names[:DETAIL_FILES]) + (f" and {more} more" if more > 0 else "")
             parts.append(f"{_VERBS[status]} {listed}")
+    parts.extend(
+        f"removed symbol {name} in {path}" for name, path in symbols_removed[:DETAIL_FILES]
+    )
     text = f"{pr} " + "; ".join(parts)
     if gone:
         text = f"{pr} {GONE} ({'; '.join(parts)})"

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from sqlalchemy.orm import Session
 
-from playbook.lessons import lifecycle
+from playbook.lessons import demotions, lifecycle
 from playbook.models import PullRequest
 from playbook.outcomes import pull_reach, tracking, unreviewed, usage
 from playbook.outcomes.demote_policy import DemotePolicy
@@ -16,12 +16,10 @@ from playbook.outcomes.evidence import ACTOR
 from playbook.outcomes.tracking import PullRequestState
 from playbook.reviews.proposals import SOURCE as REVIEW_SOURCE
 
-# Why the bot soft-deprecated a lesson: a PR for its ticket closed unmerged. Only a lesson
-# demoted for this reason comes back when a later PR for the ticket merges.
-DEMOTED_UNMERGED = "pr_closed_unmerged"
-# Why the bot deprecated a lesson of a reverted PR: ``reverted (owner/repo#M)``. A later PR for
-# the ticket merging brings it back too (the work landed again), as reverting the revert does.
-DEMOTED_REVERTED = "reverted ("
+# Why the bot soft-deprecated a lesson: a PR for its ticket closed unmerged, or its PR was
+# reverted (``reverted (owner/repo#M)``); both come back when a later PR for the ticket merges.
+DEMOTED_UNMERGED = demotions.UNMERGED
+DEMOTED_REVERTED = demotions.REVERTED
 
 
 class Access(StrEnum):

@@ -141,33 +141,47 @@ def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(lo
 def test_stats_digest_counts_the_weeks_flags_by_resolution(loop: Loop, cli) -> None:
     import json
 
+    from playbook.lessons import demotions
+
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
     ids = [
         _lesson(loop, f"Lesson {word} about module {n}", [f"m{n}.py"])
-        for n, word in enumerate(["alpha", "bravo", "charlie", "delta", "echo"])
+        for n, word in enumerate(words)
     ]
     replacement = _lesson(loop, "The newer lesson for module two", None)
-    _merge(loop, [("modified", f"m{n}.py", None) for n in range(5)])
+    _merge(loop, [("modified", f"m{n}.py", None) for n in range(len(words))])
     with transaction(loop.engine) as session:
         stale.clear(session, ids[0], actor="maintainer")
         lifecycle.edit(session, ids[1], actor="maintainer", text="Lesson bravo, checked again")
         lifecycle.supersede(session, ids[2], replacement, actor="maintainer")
         lifecycle.deprecate(session, ids[3], reason="the module went away", actor="maintainer")
+        # The bot's own deprecations, as a rejected PR and the holdout's prune make them:
+        # the flag ends, but no maintainer looked at what the merged PR changed.
+        lifecycle.deprecate(
+            session,
+            ids[5],
+            reason=demotions.UNMERGED,
+            actor="playbook-bot",
+            note=f"{demotions.UNMERGED}: {REPO}#9 closed without merge",
+        )
+        lifecycle.deprecate(session, ids[6], reason=demotions.MEASURED_HARMFUL, actor="scheduler")
     report = json.loads(cli("stats", "--json").stdout)
     assert report["stale"] == {
         "flagged": 1,
         "week": {
-            "flagged": 5,
+            "flagged": 7,
             "cleared": 1,
             "edited": 1,
             "superseded": 1,
             "deprecated": 1,
+            "deprecated_by_bot": 2,
             "open": 1,
         },
     }
     text = cli("stats").stdout
     assert (
-        "possibly stale: 1 lessons flagged (`playbook-bot stale`); last 7 days: 5 flagged "
-        "(1 cleared, 1 edited, 1 superseded, 1 deprecated, 1 open)"
+        "possibly stale: 1 lessons flagged (`playbook-bot stale`); last 7 days: 7 flagged "
+        "(1 cleared, 1 edited, 1 superseded, 1 deprecated, 2 deprecated by the bot, 1 open)"
     ) in text
 
 

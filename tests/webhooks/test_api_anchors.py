@@ -108,3 +108,41 @@ def test_search_by_paths_raises_the_anchored_lesson(api, playbook, engine: Engin
     assert traced["lessons"][0]["id"] == lesson
     bad = api.post("/api/v1/search", json={"query": SUMMARY, "paths": ["../x"]}, headers=AGENT)
     assert 400 <= bad.status_code < 500 and "paths" in bad.text
+
+
+def test_get_search_takes_paths_one_parameter_each(api, playbook, engine: Engine) -> None:
+    with transaction(engine) as session:
+        lesson = lifecycle.add(
+            session, TEXT, learned_from="SHOP-2", actor="t", paths="orders/locking.py"
+        ).bullet.id
+    url = "/api/v1/search"
+    got = api.get(
+        url,
+        query_string=[("q", SUMMARY), ("paths", "README.md"), ("paths", "src/orders/locking.py")],
+        headers=AGENT,
+    ).get_json()
+    assert got["lessons"][0]["id"] == lesson
+    # What POST /search answers for the same paths.
+    posted = api.post(
+        url, json={"query": SUMMARY, "paths": ["README.md", "src/orders/locking.py"]}, headers=AGENT
+    ).get_json()
+    assert [hit["id"] for hit in got["lessons"]] == [hit["id"] for hit in posted["lessons"]]
+    for bad, why in (("../x", "'..'"), ("/etc/passwd", "absolute"), ("a" * 201, "")):
+        answer = api.get(url, query_string={"q": SUMMARY, "paths": bad}, headers=AGENT)
+        assert 400 <= answer.status_code < 500, answer.text
+        assert "paths" in answer.get_json()["field"] and why in answer.text
+    too_many = [("q", SUMMARY)] + [("paths", f"a{n}.py") for n in range(51)]
+    answer = api.get(url, query_string=too_many, headers=AGENT)
+    assert 400 <= answer.status_code < 500 and "paths" in answer.get_json()["field"]
+
+
+def test_a_parameter_that_is_no_list_given_twice_is_refused(api, playbook) -> None:
+    # Read silently, the first ticket would be searched and the second dropped.
+    answer = api.get(
+        "/api/v1/search",
+        query_string=[("q", SUMMARY), ("ticket", "SHOP-1"), ("ticket", "SHOP-2")],
+        headers=AGENT,
+    )
+    assert answer.status_code == 400
+    assert answer.get_json()["field"] == "ticket"
+    assert "once" in answer.get_json()["detail"]

@@ -52,3 +52,17 @@ def test_each_token_sees_its_scope_and_only_a_maintainer_clears(api, engine: Eng
     assert api.post(url, json={}, headers=MAINTAINER).get_json()["changed"] is False
     left = api.get("/api/v1/stale", headers=MAINTAINER).get_json()["lessons"]
     assert [row["id"] for row in left] == [theirs]
+
+
+def test_stats_tell_the_bots_own_deprecation_from_a_maintainers(api, engine: Engine) -> None:
+    from playbook.lessons import demotions
+
+    by_hand = _flagged(engine, "acme/api", "Take the row lock before the stock check")
+    by_bot = _flagged(engine, "other/web", "Lock the cart row before pricing")
+    with transaction(engine) as session:
+        lifecycle.deprecate(session, by_hand, reason="the lock is gone", actor="maintainer")
+        reason = f"{demotions.REVERTED}other/web#13)"
+        lifecycle.deprecate(session, by_bot, reason=reason, actor="playbook-bot (reverted)")
+    week = api.get("/api/v1/stats", headers=MAINTAINER).get_json()["stale"]["week"]
+    assert (week["flagged"], week["deprecated"], week["deprecated_by_bot"]) == (2, 1, 1)
+    assert week["open"] == 0

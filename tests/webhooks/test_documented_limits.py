@@ -42,7 +42,11 @@ VALID: dict[tuple[str, str], tuple[dict[str, str], dict[str, Any], Any]] = {
     ("post", "/api/v1/lessons/{id}/clear-stale"): ({"id": "pb-1"}, {}, {"reason": "holds"}),
     ("get", "/api/v1/stale"): ({}, {}, None),
     ("post", "/api/v1/lessons/{id}/anchors"): ({"id": "pb-1"}, {}, {"paths": ["orders/**"]}),
-    ("get", "/api/v1/search"): ({}, {"q": "webhooks", "k": 5, "ticket": "CTMS-2"}, None),
+    ("get", "/api/v1/search"): (
+        {},
+        {"q": "webhooks", "k": 5, "ticket": "CTMS-2", "paths": ["orders/a.py", "b/"]},
+        None,
+    ),
     ("post", "/api/v1/search"): ({}, {}, {"query": "webhooks", "ticket": "CTMS-2"}),
     ("get", "/api/v1/stats"): ({}, {}, None),
     ("get", "/api/v1/gaps"): ({}, {"days": 7, "min": 3}, None),
@@ -142,14 +146,19 @@ def over_limit_requests(document: dict[str, Any]) -> Iterator[tuple[str, str, An
                         url, asked = path.format(**{**params, name: changed}), query
                     else:
                         url, asked = path.format(**params), {**query, name: changed}
-                    yield method, f"{url}?{urlencode(asked)}", body, name
+                    yield method, f"{url}?{urlencode(asked, doseq=True)}", body, name
             schema = operation.get("requestBody", {}).get("content", {}).get("application/json")
             if schema:
                 for changed, where in beyond(schema["schema"], body, document):
                     field = next(
                         (p for p in reversed(where.split(".")) if p and not p.isdigit()), "body"
                     )
-                    yield method, f"{path.format(**params)}?{urlencode(query)}", changed, field
+                    yield (
+                        method,
+                        f"{path.format(**params)}?{urlencode(query, doseq=True)}",
+                        changed,
+                        field,
+                    )
 
 
 @pytest.fixture
@@ -181,7 +190,7 @@ def test_every_documented_api_limit_is_enforced_on_what_is_sent(client: Any) -> 
     operations = {(m, p) for p, item in document["paths"].items() for m in item}
     assert operations == set(VALID), "give every operation a valid request"
     for (method, path), (params, query, body) in VALID.items():
-        url = f"{path.format(**params)}?{urlencode(query)}"
+        url = f"{path.format(**params)}?{urlencode(query, doseq=True)}"
         answer = client.open(url, method=method.upper(), json=body, headers=AUTH)
         assert answer.status_code < 400, (url, answer.text)
 

@@ -102,3 +102,23 @@ def test_an_edit_of_the_anchors_is_seen_by_the_next_search(engine: Engine) -> No
     hits = search(engine, TRACE)
     assert hits[0].bullet_id == ids["elsewhere"]
     assert hits[0].anchor == "orders/*.py (srv/app/src/orders/locking.py)"
+
+
+def test_a_java_stack_trace_raises_the_lesson_anchored_to_its_class_file(engine: Engine) -> None:
+    ids = world(engine)
+    anchor = "zookeeper-server/src/main/java/org/apache/zookeeper/ClientCnxn.java"
+    with transaction(engine) as session:
+        lifecycle.edit(session, ids["elsewhere"], actor="t", paths=anchor)
+    trace = (
+        "Checkout deadlocks when a payment is retried\n"
+        "java.io.IOException: Connection reset by peer\n"
+        "\tat org.apache.zookeeper.ClientCnxn$SendThread.run(ClientCnxn.java:1063)\n"
+    )
+    hits = search(engine, trace)
+    assert hits[0].bullet_id == ids["elsewhere"]
+    # The class's full name is the first the trace names, read as its source file.
+    assert hits[0].anchor == f"{anchor} (org/apache/zookeeper/ClientCnxn.java)"
+    # A frame naming the file only still finds it, by its exact name.
+    hits = search(engine, "Checkout deadlocks\n\tat run(ClientCnxn.java:1063)")
+    assert hits[0].bullet_id == ids["elsewhere"]
+    assert hits[0].anchor == f"{anchor} (ClientCnxn.java)"

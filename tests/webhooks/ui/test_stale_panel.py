@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from playbook.anchors.stale import FileChange, clear, flag
 from playbook.db import transaction
-from playbook.lessons import lifecycle
+from playbook.lessons import demotions, lifecycle
 
 HOSTILE = "<script>alert(1)</script> \u202eKafka lock"
 
@@ -40,16 +40,24 @@ def test_flagged_lessons_are_listed_with_what_changed(engine: Engine, page: Any)
         gone.bullet.paths = ["orders/locking.py"]
         kept = lifecycle.add(session, "Retry once", learned_from="T-2", actor="t", scope="acme/api")
         kept.bullet.paths = ["pay/**"]
+        rejected = lifecycle.add(
+            session, "Pay in cents", learned_from="T-3", actor="t", scope="acme/api"
+        )
+        rejected.bullet.paths = ["pay/**"]
         session.flush()
         changes = [FileChange("removed", "orders/locking.py"), FileChange("modified", "pay/a.py")]
         flag(session, "acme/api", "acme/api#12", changes, actor="bot")
         clear(session, kept.bullet.id, actor="maintainer")
+        # Its PR closed unmerged: the bot deprecates it, which is no maintainer's look.
+        lifecycle.deprecate(
+            session, rejected.bullet.id, reason=demotions.UNMERGED, actor="playbook-bot"
+        )
     markup = panel(page)
     text = said(markup)
     assert (
-        "Last 7 days: 2 flagged, 1 cleared, 0 edited, 0 superseded, 0 deprecated, 1 still open"
-        in text
-    )
+        "Last 7 days: 3 flagged, 1 cleared, 0 edited, 0 superseded, 0 deprecated, "
+        "1 deprecated by the bot, 1 still open"
+    ) in text
     assert f'href="/ui/lessons/{gone.bullet.id}"' in markup
     assert "acme/api#12 removed every file it is about (deleted orders/locking.py)" in text
     assert "left out of AGENTS.md until looked at" in text
