@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from playbook.anchors.match import segments
+from playbook.anchors.globs import split_path
 from playbook.models import Bullet
 from playbook.rules import END, START
 from playbook.rules.block import Entry, line, one_line
@@ -105,7 +105,7 @@ def agent_globs(paths: Sequence[str] | None) -> list[str] | None:
     """
     found: dict[str, None] = {}
     for path in paths or ():
-        parts = segments(path)
+        parts = list(split_path(path) or ())
         if path.endswith("/") and parts:
             parts.append("**")
         if not parts or all(part == "**" for part in parts):

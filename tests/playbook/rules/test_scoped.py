@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from playbook.anchors.match import matches_any
+from playbook.anchors.globs import matches_any
 from playbook.rules import END, START
 from playbook.rules.block import Entry, one_line
 from playbook.rules.parse import parse
