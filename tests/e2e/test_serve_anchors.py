@@ -1,0 +1,264 @@
+"""Lessons anchored to code, through `serve` as a user runs it: lessons added by the CLI, the
+API and MCP; signed `pull_request` deliveries against a fake GitHub; the PR comment, the stale
+flags and their clearing seen through the commands, the API and the web page."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from sqlalchemy import Engine, select
+
+from playbook import db
+from playbook.db import transaction
+from playbook.models import Delivery
+from playbook.repos.syncs import BRANCH
+from tests.bot.processes import wait_for
+from tests.fakes.github import FakeGitHub
+from tests.loop_harness import _KEYS, APP_ID
+from tests.payloads import INSTALLATION, REPO, pull_request
+from tests.serve_process import clean_env, request, run_cli, serving
+from tests.support import GITHUB_SECRET
+from webhooks.signatures import sign
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "maintainer-token-for-the-anchors-probe"
+AGENT_TOKEN = "agent-token-for-the-anchors-probe"
+HEAD = "### Lessons for the files this pull request changes"
+NONE_ANY_MORE = "No lesson in the playbook is anchored to the files this pull request changes"
+SETTINGS_FILE = ".github/playbook-bot.yml"
+BOT = {"login": "playbook-bot[bot]", "type": "Bot"}
+# A delivery is finished in one of these; "failed" is retried.
+FINISHED = ("done", "ignored", "dead")
+
+
+@dataclass
+class World:
+    """A `serve` process on SQLite in ``cwd``, its fake GitHub, and the doors a user has."""
+
+    url: str
+    cwd: Path
+    env: dict[str, str]
+    github: FakeGitHub
+    engine: Engine  # polls delivery statuses only; everything asserted goes through doors
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli(self.cwd, self.env, *args)
+
+    def ok(self, *args: str) -> str:
+        """A command that must succeed; its output."""
+        done = self.cli(*args)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        return done.stdout
+
+    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+        data = json.dumps(body).encode() if body is not None else None
+        return request(f"{self.url}/api/v1{path}", data, headers, method)
+
+    def post(self, payload: dict[str, Any], delivery: str | None = None) -> str:
+        """Send a signed ``pull_request`` delivery as GitHub does; its GUID."""
+        payload.setdefault("installation", {"id": INSTALLATION})
+        body = json.dumps(payload).encode()
+        delivery = delivery or str(uuid.uuid4())
+        headers = {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Delivery": delivery,
+            "X-Hub-Signature-256": sign(GITHUB_SECRET, body),
+        }
+        status, answer = request(f"{self.url}/webhooks/github", body, headers)
+        assert status in (200, 202), answer
+        return delivery
+
+    def settle(self, delivery: str) -> str:
+        """Wait until serve finished ``delivery``; its status."""
+        wait_for(lambda: self.status(delivery) in FINISHED, f"delivery {delivery} finished")
+        return str(self.status(delivery))
+
+    def status(self, delivery: str) -> str | None:
+        with transaction(self.engine) as session:
+            query = select(Delivery.status).where(Delivery.delivery_id == delivery)
+            return session.scalar(query)
+
+    def files(self, number: int, *changed: str | tuple[str, str, str | None]) -> None:
+        """The PR's changed files from now on: a path (modified) or (status, path, previous)."""
+        if (REPO, number) not in self.github.pulls:
+            self.github.add_pull(REPO, number, title="CTMS-4337: dedupe webhook retries")
+        self.github.pull_files[(REPO, number)] = []
+        for one in changed:
+            status, path, previous = ("modified", one, None) if isinstance(one, str) else one
+            self.github.add_pull_file(REPO, number, path, "+x", status, previous=previous)
+
+    def pr(self, action: str, number: int, *changed: Any, **fields: Any) -> str:
+        """The PR's files are ``changed`` (when given); deliver ``action``; wait; its GUID."""
+        if changed:
+            self.files(number, *changed)
+        closed = action == "merged"
+        payload = pull_request(
+            "closed" if closed else action, number=number, merged=closed, **fields
+        )
+        delivery = self.post(payload)
+        status = self.settle(delivery)
+        assert status in ("done", "ignored"), self.cli("deliveries", "show", delivery).stdout
+        return delivery
+
+    def comments(self, number: int) -> list[str]:
+        """The bot's anchors comments on PR ``number``."""
+        return [c["body"] for c in self.github.comments_on(REPO, number) if HEAD in c["body"]]
+
+    def add(self, text: str, paths: str) -> str:
+        """A lesson of the repository added by `playbook-bot add --paths`; its id."""
+        out = self.ok("add", text, "--learned-from", "CTMS-1", "--scope", REPO, "--paths", paths)
+        return re.findall(r"pb-\d+", out)[0]
+
+    def stale(self) -> dict[str, dict[str, Any]]:
+        """`playbook-bot stale --json`, by lesson id."""
+        return {row["id"]: row for row in json.loads(self.ok("stale", "--json"))}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    github = FakeGitHub(app_id=APP_ID, public_key=_KEYS[1])
+    github.start()
+    github.add_installation(INSTALLATION)
+    github.add_repo(REPO)
+    env = clean_env() | {
+        "GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
+        "GITHUB_APP_ID": str(APP_ID),
+        "GITHUB_APP_PRIVATE_KEY": _KEYS[0],
+        "GITHUB_API_URL": github.url,
+        "PLAYBOOK_GITHUB_SECONDS_BETWEEN_REQUESTS": "0",
+        "PLAYBOOK_GITHUB_SECONDS_BETWEEN_WRITES": "0",
+        "PLAYBOOK_WORKER_POLL_SECONDS": "0.1",
+        "PLAYBOOK_RETRY_BASE_SECONDS": "1",
+        "PLAYBOOK_API_TOKEN": TOKEN,
+        "PLAYBOOK_AGENT_TOKENS": f"probe@{REPO}:{AGENT_TOKEN}",
+        "PLAYBOOK_ACTOR": "maintainer",
+        "PLAYBOOK_UI_PUBLIC_READ": "1",  # /ui/stats read as anyone may
+        "LOG_FORMAT": "json",
+    }
+    engine = None
+    try:
+        with serving(tmp_path, env) as url:
+            engine = db.make_engine(f"sqlite:///{tmp_path / 'playbook.db'}")
+            yield World(url, tmp_path, env, github, engine)
+    finally:
+        if engine is not None:
+            engine.dispose()
+        github.stop()
+
+
+def mcp_propose(world: World, text: str, paths: list[str]) -> str:
+    """An agent proposes a lesson anchored to ``paths`` over MCP; its id."""
+
+    async def call() -> str:
+        with anyio.fail_after(60):
+            async with (
+                create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT_TOKEN}"}) as http,
+                Client(streamable_http_client(f"{world.url}/mcp", http_client=http)) as client,
+            ):
+                answer = await client.call_tool(
+                    "propose_lesson", {"text": text, "learned_from": f"{REPO}#12", "paths": paths}
+                )
+                assert not answer.is_error, answer
+                return answer.structured_content["lesson"]["id"]
+
+    return anyio.run(call)
+
+
+def listed(body: str) -> list[str]:
+    """The lesson ids a comment lists, in order."""
+    return re.findall(r"^- \*\*\[(pb-\d+)\]\*\*", body, re.MULTILINE)
+
+
+def test_a_pull_request_through_serve_from_comment_to_stale_flag_and_clear(world: World) -> None:
+    locking = world.add("Take the orders row lock once per transaction", "orders/**")
+    status, made = world.api(
+        "POST",
+        "/lessons",
+        {
+            "text": "Retry confirmation emails with backoff",
+            "learned_from": "CTMS-3",
+            "scope": REPO,
+            "paths": ["mail/**/*.py"],
+        },
+    )
+    assert status == 201, made
+    emails = made["lesson"]["id"]
+    assert world.api("POST", f"/lessons/{emails}/approve", {})[0] == 200
+    hooks = mcp_propose(world, "Dedupe webhook retries on the event id", ["web/hooks.py"])
+    assert world.api("POST", f"/lessons/{hooks}/approve", {})[0] == 200
+    world.add("Unanchored lessons stay out of the PR comment", "")
+
+    # Opened: one comment, only the lessons anchored to the changed files.
+    world.pr("opened", 2, "orders/locking.py", "README.md")
+    [body] = world.comments(2)
+    assert listed(body) == [locking]
+    assert "anchored to orders/locking.py" in body
+
+    # A push: the same comment, edited.
+    world.pr("synchronize", 2, "orders/locking.py", "mail/send/retry.py", "web/hooks.py")
+    [body] = world.comments(2)
+    assert set(listed(body)) == {locking, emails, hooks}
+    world.pr("ready_for_review", 2)
+    assert len(world.comments(2)) == 1
+    assert len(world.github.comments_on(REPO, 2)) == 1
+
+    # A push that leaves every anchored file: the comment says so, still one.
+    world.pr("synchronize", 2, "docs/index.md")
+    [body] = world.comments(2)
+    assert NONE_ANY_MORE in body and listed(body) == []
+
+    # The bot's own sync PR gets nothing.
+    world.pr("opened", 3, "orders/locking.py", branch=BRANCH, author=BOT)
+    assert world.github.comments_on(REPO, 3) == []
+
+    # Merged: a rename followed, a deletion flagged.
+    world.pr(
+        "merged",
+        4,
+        ("renamed", "orders/locks.py", "orders/locking.py"),
+        ("removed", "web/hooks.py", None),
+        "mail/send/retry.py",
+    )
+    flagged = world.stale()
+    assert set(flagged) == {locking, hooks, emails}
+    assert flagged[locking]["stale_detail"] == (
+        f"{REPO}#4 renamed orders/locking.py -> orders/locks.py"
+    )
+    assert flagged[hooks]["stale_detail"] == (
+        f"{REPO}#4 removed every file it is about (deleted web/hooks.py)"
+    )
+    assert (flagged[hooks]["files_gone"], flagged[locking]["files_gone"]) == (True, False)
+    assert flagged[emails]["stale_pr"] == f"{REPO}#4"
+    status, listing = world.api("GET", "/stale")
+    assert status == 200
+    assert {row["id"] for row in listing["lessons"]} == {locking, hooks, emails}
+    status, page = request(f"{world.url}/ui/stats")
+    assert status == 200 and "Possibly stale" in page, page
+    assert f">{locking}</a>" in page and f">{hooks}</a>" in page
+    assert "left out of AGENTS.md until looked at" in page
+
+    # A clear by the CLI, a clear by the API, a confirmation by an edit.
+    world.ok("stale", "--clear", locking, "--reason", "still true after the rename")
+    status, cleared = world.api("POST", f"/lessons/{hooks}/clear-stale", {"reason": "checked"})
+    assert (status, cleared["changed"]) == (200, True)
+    assert world.api("POST", f"/lessons/{hooks}/clear-stale", {})[1]["changed"] is False
+    world.ok("edit", emails, "--text", "Retry confirmation emails with jittered backoff")
+    assert world.stale() == {}
+    assert "stale flag cleared" in world.ok("history", emails)
+    assert "still true after the rename" in world.ok("history", locking)
