@@ -262,3 +262,102 @@ def test_a_pull_request_through_serve_from_comment_to_stale_flag_and_clear(world
     assert world.stale() == {}
     assert "stale flag cleared" in world.ok("history", emails)
     assert "still true after the rename" in world.ok("history", locking)
+
+
+def api_lesson(world: World, text: str, paths: list[str]) -> str:
+    """An active lesson of the repository anchored to ``paths``, proposed and approved by the
+    maintainer through the API; its id."""
+    body = {"text": text, "learned_from": "CTMS-5", "scope": REPO, "paths": paths}
+    status, made = world.api("POST", "/lessons", body)
+    assert status == 201, made
+    assert world.api("POST", f"/lessons/{made['lesson']['id']}/approve", {})[0] == 200
+    return made["lesson"]["id"]
+
+
+def test_three_thousand_files_and_a_path_of_unicode_and_spaces(world: World) -> None:
+    odd = "docs/Guía de estilo/naïve – ünïcode.md"
+    styled = api_lesson(world, "Keep the style guide's headings in sentence case", [odd])
+    many = [f"generated/{n:04}.py" for n in range(2999)]
+    world.pr("opened", 7, *many, odd)
+    [body] = world.comments(7)
+    assert listed(body) == [styled]
+    assert f"anchored to {odd}" in body
+    pages = world.github.calls("GET", f"/repos/{REPO}/pulls/7/files")
+    assert len(pages) == 30  # GitHub's 3,000 files, a hundred a page
+
+    world.pr("merged", 7, *many, ("renamed", "docs/guide/naive.md", odd))
+    status, got = world.api("GET", f"/lessons/{styled}")
+    assert status == 200 and got["paths"] == ["docs/guide/naive.md"]
+    assert world.stale()[styled]["stale_detail"] == (
+        f"{REPO}#7 renamed {odd} -> docs/guide/naive.md"
+    )
+
+
+def test_a_rename_chain_across_two_merged_prs_is_followed_to_the_end(world: World) -> None:
+    moved = world.add("Keep the order state machine pure", "orders/state.py")
+    world.pr("merged", 8, ("renamed", "orders/machine.py", "orders/state.py"))
+    world.ok("stale", "--clear", moved, "--reason", "the rename changed nothing")
+    world.pr("merged", 9, ("renamed", "core/orders/machine.py", "orders/machine.py"))
+    [flag] = world.stale().values()
+    assert flag["paths"] == ["core/orders/machine.py"]
+    assert flag["stale_detail"] == (
+        f"{REPO}#9 renamed orders/machine.py -> core/orders/machine.py"
+    )
+    # A new PR on the file's newest name lists the lesson, marked as flagged.
+    world.pr("opened", 10, "core/orders/machine.py")
+    [body] = world.comments(10)
+    assert listed(body) == [moved]
+    assert "flagged as possibly out of date" in body
+
+
+def test_a_redelivery_and_a_files_read_failing_once(world: World) -> None:
+    locking = world.add("Take the orders row lock once per transaction", "orders/**")
+    opened = world.pr("opened", 11, "orders/locking.py")
+    assert len(world.comments(11)) == 1
+    # GitHub's "Redeliver" sends the same GUID again: nothing is done twice.
+    redelivered = world.post(pull_request("opened", number=11), delivery=opened)
+    assert redelivered == opened
+    assert world.settle(opened) == "done"
+    assert len(world.github.comments_on(REPO, 11)) == 1
+
+    # The files endpoint fails once: the delivery is retried and then comments.
+    world.github.fail("GET", f"/repos/{REPO}/pulls/11/files", 500)
+    world.files(11, "orders/locking.py", "orders/models.py")
+    pushed = world.post(pull_request("synchronize", number=11))
+    assert world.settle(pushed) == "done"
+    shown = json.loads(world.ok("deliveries", "show", pushed))
+    assert (shown["status"], shown["attempts"], shown["error_kind"]) == ("done", 2, "transient")
+    assert shown["last_error"] == "GitHub answered HTTP 500: injected failure"
+    [body] = world.comments(11)
+    assert listed(body) == [locking] and "orders/models.py" in body
+
+
+def test_pr_comment_false_keeps_the_pull_request_quiet(world: World) -> None:
+    world.github.put_file(REPO, SETTINGS_FILE, b"pr_comment: false\n")
+    world.add("Take the orders row lock once per transaction", "orders/**")
+    opened = world.pr("opened", 12, "orders/locking.py")
+    assert world.github.comments_on(REPO, 12) == []
+    # The delivery is done (its ticket is still tracked) and says what it skipped, and why.
+    shown = json.loads(world.ok("deliveries", "show", opened))
+    assert shown["status"] == "done"
+    assert shown["reason"] == (
+        f"{REPO} asked for no PR comment (pr_comment: false in {SETTINGS_FILE})"
+    )
+    assert f"{REPO} asked for no PR comment" in world.ok("deliveries", "list")
+
+
+def test_anchors_edited_through_the_api_while_a_pr_is_open(world: World) -> None:
+    moving = world.add("Send receipts after the commit, not inside it", "mail/**")
+    world.pr("opened", 13, "billing/receipts.py")
+    assert world.comments(13) == []
+    status, changed = world.api(
+        "POST", f"/lessons/{moving}/anchors", {"paths": ["billing/**"], "reason": "moved"}
+    )
+    assert (status, changed["lesson"]["paths"]) == (200, ["billing/**"]), changed
+    world.pr("synchronize", 13, "billing/receipts.py")
+    [body] = world.comments(13)
+    assert listed(body) == [moving]
+    assert world.api("POST", f"/lessons/{moving}/anchors", {"paths": []})[0] == 200
+    world.pr("synchronize", 13, "billing/receipts.py")
+    [body] = world.comments(13)
+    assert NONE_ANY_MORE in body
