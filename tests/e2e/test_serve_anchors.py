@@ -275,7 +275,7 @@ def api_lesson(world: World, text: str, paths: list[str]) -> str:
 
 
 def test_three_thousand_files_and_a_path_of_unicode_and_spaces(world: World) -> None:
-    odd = "docs/Guía de estilo/naïve – ünïcode.md"
+    odd = "docs/Guía de estilo/naïve \u2013 ünïcode.md"
     styled = api_lesson(world, "Keep the style guide's headings in sentence case", [odd])
     many = [f"generated/{n:04}.py" for n in range(2999)]
     world.pr("opened", 7, *many, odd)
@@ -300,9 +300,7 @@ def test_a_rename_chain_across_two_merged_prs_is_followed_to_the_end(world: Worl
     world.pr("merged", 9, ("renamed", "core/orders/machine.py", "orders/machine.py"))
     [flag] = world.stale().values()
     assert flag["paths"] == ["core/orders/machine.py"]
-    assert flag["stale_detail"] == (
-        f"{REPO}#9 renamed orders/machine.py -> core/orders/machine.py"
-    )
+    assert flag["stale_detail"] == (f"{REPO}#9 renamed orders/machine.py -> core/orders/machine.py")
     # A new PR on the file's newest name lists the lesson, marked as flagged.
     world.pr("opened", 10, "core/orders/machine.py")
     [body] = world.comments(10)
