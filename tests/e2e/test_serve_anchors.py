@@ -359,3 +359,24 @@ def test_anchors_edited_through_the_api_while_a_pr_is_open(world: World) -> None
     world.pr("synchronize", 13, "billing/receipts.py")
     [body] = world.comments(13)
     assert NONE_ANY_MORE in body
+
+
+def test_bad_anchors_and_bad_ids_get_one_line_answers_on_every_door(world: World) -> None:
+    known = world.add("Take the orders row lock once per transaction", "orders/**")
+    for bad in ("../secrets/*", "/etc/passwd", "a" * 5000, ",".join(f"d{n}/**" for n in range(40))):
+        added = world.cli("add", "Another lesson", "--learned-from", "CTMS-1", "--paths", bad)
+        edited = world.cli("edit", known, "--paths", bad)
+        for done in (added, edited):
+            assert done.returncode != 0 and "Traceback" not in done.stderr, done
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert "paths" in done.stderr, done.stderr
+        status, problem = world.api("POST", f"/lessons/{known}/anchors", {"paths": [bad]})
+        assert status == 400 and "paths" in json.dumps(problem), (status, problem)
+    for door in (world.cli("stale", "--clear", "pb-99999"), world.cli("stale", "--clear", "x")):
+        assert door.returncode != 0 and "Traceback" not in door.stderr, door
+    assert world.api("POST", "/lessons/pb-99999/clear-stale", {})[0] == 404
+    assert world.api("POST", "/lessons/nonsense/clear-stale", {})[0] in (400, 404)
+    assert request(f"{world.url}/api/v1/stale")[0] == 401
+    not_flagged = world.cli("stale", "--clear", known)
+    assert "Traceback" not in not_flagged.stderr, not_flagged
+    assert world.stale() == {}
