@@ -27,7 +27,7 @@ from playbook.repos.syncs import BRANCH
 from tests.bot.processes import wait_for
 from tests.fakes.github import FakeGitHub
 from tests.loop_harness import _KEYS, APP_ID
-from tests.payloads import INSTALLATION, REPO, pull_request
+from tests.payloads import INSTALLATION, REPO, fixture, pull_request
 from tests.serve_process import clean_env, request, run_cli, serving
 from tests.support import GITHUB_SECRET
 from webhooks.signatures import sign
@@ -69,14 +69,16 @@ class World:
         data = json.dumps(body).encode() if body is not None else None
         return request(f"{self.url}/api/v1{path}", data, headers, method)
 
-    def post(self, payload: dict[str, Any], delivery: str | None = None) -> str:
-        """Send a signed ``pull_request`` delivery as GitHub does; its GUID."""
+    def post(
+        self, payload: dict[str, Any], delivery: str | None = None, event: str = "pull_request"
+    ) -> str:
+        """Send a signed delivery of ``event`` as GitHub does; its GUID."""
         payload.setdefault("installation", {"id": INSTALLATION})
         body = json.dumps(payload).encode()
         delivery = delivery or str(uuid.uuid4())
         headers = {
             "Content-Type": "application/json",
-            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Event": event,
             "X-GitHub-Delivery": delivery,
             "X-Hub-Signature-256": sign(GITHUB_SECRET, body),
         }
@@ -371,7 +373,8 @@ def test_bad_anchors_and_bad_ids_get_one_line_answers_on_every_door(world: World
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
             assert "paths" in done.stderr, done.stderr
         status, problem = world.api("POST", f"/lessons/{known}/anchors", {"paths": [bad]})
-        assert status == 400 and "paths" in json.dumps(problem), (status, problem)
+        assert status == 400 and problem["detail"].startswith("paths: "), (status, problem)
+        assert "Value error" not in problem["detail"]
     for door in (world.cli("stale", "--clear", "pb-99999"), world.cli("stale", "--clear", "x")):
         assert door.returncode != 0 and "Traceback" not in door.stderr, door
     assert world.api("POST", "/lessons/pb-99999/clear-stale", {})[0] == 404
@@ -380,3 +383,27 @@ def test_bad_anchors_and_bad_ids_get_one_line_answers_on_every_door(world: World
     not_flagged = world.cli("stale", "--clear", known)
     assert "Traceback" not in not_flagged.stderr, not_flagged
     assert world.stale() == {}
+
+
+def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(
+    world: World,
+) -> None:
+    world.github.put_file(REPO, SETTINGS_FILE, b"agents_md:\n  enabled: true\n")
+    gone = world.add("Spelling errors in the README: run codespell in CI", "README.md")
+    kept = world.add("README spelling: commit has one t", "docs/**")
+    world.pr("merged", 14, ("removed", "README.md", None), "docs/index.md")
+    assert world.stale()[gone]["files_gone"] is True
+
+    world.github.add_issue(REPO, 1, "Spelling error in the README file")
+    opened = world.post(fixture("issues.opened"), event="issues")
+    assert world.settle(opened) == "done"
+    [comment] = world.github.comments_on(REPO, 1)
+    body = comment["body"]
+    assert f"**[{gone}]**" in body and f"**[{kept}]**" in body
+    assert body.count("the files it is about were removed in") == 1
+
+    block = world.ok("agents-md", "sync", "--repo", REPO, "--dry-run")
+    assert f"[{kept}]" in block and f"[{gone}]" not in block
+    world.ok("stale", "--clear", gone, "--reason", "codespell runs on docs now")
+    block = world.ok("agents-md", "sync", "--repo", REPO, "--dry-run")
+    assert f"[{kept}]" in block and f"[{gone}]" in block
