@@ -219,6 +219,10 @@ def test_a_pull_request_through_serve_from_comment_to_stale_flag_and_clear(world
     world.pr("ready_for_review", 2)
     assert len(world.comments(2)) == 1
     assert len(world.github.comments_on(REPO, 2)) == 1
+    # What the comment showed counts as loads of the PR's ticket, once per lesson.
+    status, detail = world.api("GET", f"/lessons/{locking}")
+    loads = [(e["ticket"], e["pull_request"]) for e in detail["events"] if e["kind"] == "loaded"]
+    assert (status, loads) == (200, [("CTMS-4337", f"{REPO}#2")])
 
     # A push that leaves every anchored file: the comment says so, still one.
     world.pr("synchronize", 2, "docs/index.md")
@@ -254,6 +258,7 @@ def test_a_pull_request_through_serve_from_comment_to_stale_flag_and_clear(world
     assert status == 200 and "Possibly stale" in page, page
     assert f">{locking}</a>" in page and f">{hooks}</a>" in page
     assert "left out of AGENTS.md until looked at" in page
+    assert "possibly stale: 3 lessons flagged (`playbook-bot stale`)" in world.ok("stats")
 
     # A clear by the CLI, a clear by the API, a confirmation by an edit.
     world.ok("stale", "--clear", locking, "--reason", "still true after the rename")
@@ -407,3 +412,14 @@ def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(
     world.ok("stale", "--clear", gone, "--reason", "codespell runs on docs now")
     block = world.ok("agents-md", "sync", "--repo", REPO, "--dry-run")
     assert f"[{kept}]" in block and f"[{gone}]" in block
+
+
+def test_max_lessons_in_the_settings_file_keeps_the_best_fitting(world: World) -> None:
+    world.github.put_file(REPO, SETTINGS_FILE, b"max_lessons: 1\nmin_relevance: 0.99\n")
+    world.add("Keep the CDN purge list sorted", "web/**")
+    fitting = world.add("Dedupe webhook retries on the provider's event id", "web/**")
+    world.pr("opened", 15, "web/hooks.py", title="CTMS-4337: dedupe webhook retries")
+    [body] = world.comments(15)
+    # The floor hides no anchored lesson (the anchor is the evidence); the cap keeps one,
+    # the one whose words fit the PR's title.
+    assert listed(body) == [fitting]
