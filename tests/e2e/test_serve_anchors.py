@@ -259,6 +259,9 @@ def test_a_pull_request_through_serve_from_comment_to_stale_flag_and_clear(world
     assert f">{locking}</a>" in page and f">{hooks}</a>" in page
     assert "left out of AGENTS.md until looked at" in page
     assert "possibly stale: 3 lessons flagged (`playbook-bot stale`)" in world.ok("stats")
+    status, page = request(f"{world.url}/ui/lessons/{hooks}")
+    assert status == 200 and "Possibly stale since" in page
+    assert f"{REPO}#4 removed every file it is about (deleted web/hooks.py)" in page
 
     # A clear by the CLI, a clear by the API, a confirmation by an edit.
     world.ok("stale", "--clear", locking, "--reason", "still true after the rename")
