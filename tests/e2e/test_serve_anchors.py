@@ -392,6 +392,11 @@ def test_bad_anchors_and_bad_ids_get_one_line_answers_on_every_door(world: World
     assert world.api("POST", "/lessons/pb-99999/clear-stale", {})[0] == 404
     assert world.api("POST", "/lessons/nonsense/clear-stale", {})[0] in (400, 404)
     assert request(f"{world.url}/api/v1/stale")[0] == 401
+    # An agent's token reads the flags of its scope; clearing one is a maintainer's call.
+    agent = {"Authorization": f"Bearer {AGENT_TOKEN}", "Content-Type": "application/json"}
+    assert request(f"{world.url}/api/v1/stale", headers=agent) == (200, {"lessons": []})
+    cleared = request(f"{world.url}/api/v1/lessons/{known}/clear-stale", b"{}", agent)
+    assert cleared[0] == 403, cleared
     not_flagged = world.cli("stale", "--clear", known)
     assert "Traceback" not in not_flagged.stderr, not_flagged
     assert world.stale() == {}
