@@ -27,7 +27,7 @@ from playbook.repos.syncs import BRANCH
 from tests.bot.processes import wait_for
 from tests.fakes.github import FakeGitHub
 from tests.loop_harness import _KEYS, APP_ID
-from tests.payloads import INSTALLATION, REPO, fixture, pull_request
+from tests.payloads import INSTALLATION, REPO, fixture, pull_request, push
 from tests.serve_process import clean_env, request, run_cli, serving
 from tests.support import GITHUB_SECRET
 from webhooks.signatures import sign
@@ -349,6 +349,7 @@ def test_pr_comment_false_keeps_the_pull_request_quiet(world: World) -> None:
     world.add("Take the orders row lock once per transaction", "orders/**")
     opened = world.pr("opened", 12, "orders/locking.py")
     assert world.github.comments_on(REPO, 12) == []
+    assert world.comments(12) == []
     # The delivery is done (its ticket is still tracked) and says what it skipped, and why.
     shown = json.loads(world.ok("deliveries", "show", opened))
     assert shown["status"] == "done"
@@ -435,3 +436,15 @@ def test_max_lessons_in_the_settings_file_keeps_the_best_fitting(world: World) -
     # The floor hides no anchored lesson (the anchor is the evidence); the cap keeps one,
     # the one whose words fit the PR's title.
     assert listed(body) == [fitting]
+
+
+def test_pr_comment_turned_off_by_a_push_while_a_pr_is_open(world: World) -> None:
+    world.add("Take the orders row lock once per transaction", "orders/**")
+    world.pr("opened", 16, "orders/locking.py")
+    [before] = world.comments(16)
+    world.github.put_file(REPO, SETTINGS_FILE, b"pr_comment: false\n")
+    pushed = world.post(push(REPO, SETTINGS_FILE), event="push")
+    assert world.settle(pushed) in ("done", "ignored")
+    quiet = world.pr("synchronize", 16, "orders/locking.py", "orders/models.py")
+    assert world.comments(16) == [before]  # left as it was, not edited
+    assert "pr_comment: false" in json.loads(world.ok("deliveries", "show", quiet))["reason"]
