@@ -427,6 +427,25 @@ def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(
     block = world.ok("agents-md", "sync", "--repo", REPO, "--dry-run")
     assert f"[{kept}]" in block and f"[{gone}]" in block
 
+    # The real sync PR, as GitHub tells of it: no lessons for its files, and its merge
+    # flags no lesson anchored to AGENTS.md (the bot wrote it from the lessons).
+    short = world.add("Keep AGENTS.md short and to the point", "AGENTS.md")
+    assert "opened PR #" in world.ok("agents-md", "sync", "--repo", REPO)
+    [(number, pull)] = [
+        (number, pull)
+        for (repo, number), pull in world.github.pulls.items()
+        if repo == REPO and pull["head"]["ref"] == BRANCH
+    ]
+    world.github.add_pull_file(REPO, number, "AGENTS.md", "+x", "modified")
+    opened = world.pr("opened", number, branch=BRANCH, author=pull["user"])
+    assert world.github.comments_on(REPO, number) == []
+    assert (
+        "sync PR gets no lessons for its files"
+        in json.loads(world.ok("deliveries", "show", opened))["reason"]
+    )
+    world.pr("merged", number, branch=BRANCH, author=pull["user"])
+    assert short not in world.stale()
+
 
 def test_max_lessons_in_the_settings_file_keeps_the_best_fitting(world: World) -> None:
     world.github.put_file(REPO, SETTINGS_FILE, b"max_lessons: 1\nmin_relevance: 0.99\n")
