@@ -101,8 +101,9 @@ def stale_lines(stale: dict[str, Any] | None) -> list[str]:
         for k in ("cleared", "edited", "superseded", "deprecated", "open")
         if week[k]
     )
+    lessons = "lesson" if stale["flagged"] == 1 else "lessons"
     return [
-        f"possibly stale: {stale['flagged']} lessons flagged (`playbook-bot stale`); "
+        f"possibly stale: {stale['flagged']} {lessons} flagged (`playbook-bot stale`); "
         f"last 7 days: {week['flagged']} flagged" + (f" ({how})" if how else "")
     ]
 
