@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from bot.render import Entry, fit_words, within_budget  # the lessons comment's, reused
@@ -24,11 +25,21 @@ NONE_ANY_MORE = (
 # Files named per lesson; the rest are counted ("and 4 more").
 FILES_SHOWN = 3
 FILE_CHARS = 120
+# A path is literal text, where a lesson may use emphasis: `orders/__init__.py` must not show
+# as orders/**init**.py, nor `a*b.py, c*d.py` turn italic. One character per match: linear.
+_EMPHASIS = re.compile(r"([*_`~])")
+
+
+def _path(path: str) -> str:
+    """A changed file's path as it reads, inert: escaped as lesson text is, emphasis too, and
+    `&` as an entity (a file named `x&lt;y` shows as that, not as `x<y`)."""
+    text = markdown_text(isolated(path[:FILE_CHARS]).replace("&", "&amp;"))
+    return _EMPHASIS.sub(r"\\\1", text)
 
 
 def _files(files: Sequence[str]) -> str:
-    # Paths are anyone's to name (a PR's files): escaped as lesson text is, and cut.
-    shown = [markdown_text(isolated(path[:FILE_CHARS])) for path in files]
+    # Paths are anyone's to name (a PR's files): escaped, and cut.
+    shown = [_path(path) for path in files]
     more = len(files) - FILES_SHOWN
     return ", ".join(shown[:FILES_SHOWN]) + (f" and {more} more" if more > 0 else "")
 

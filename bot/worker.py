@@ -219,7 +219,9 @@ class Worker:
                 reasons.append(str(why))
             else:
                 acted = True
-        return ("done", None) if acted else ("ignored", "; ".join(reasons))
+        # A part that stood aside says why even when another acted (`pr_comment: false` skips
+        # the PR's comment while its tickets are still tracked): `deliveries show` tells.
+        return ("done" if acted else "ignored"), "; ".join(reasons) or None
 
     def _removed_installation(self, event: Event) -> bool:
         # After installation.deleted the bot has no token there; acting would only fail.

@@ -79,6 +79,38 @@ def pull_request(
     return payload
 
 
+def push(repo: str, *paths: str, ref: str = "refs/heads/main") -> dict[str, Any]:
+    """A push as GitHub sends it (octokit's example, trimmed): the files its commit touched."""
+    owner, name = repo.split("/")
+    commit = {
+        "id": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "message": "Update settings",
+        "added": [],
+        "modified": list(paths),
+        "removed": [],
+    }
+    return {
+        "ref": ref,
+        "before": "0" * 40,
+        "after": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "created": False,
+        "deleted": False,
+        "forced": False,
+        "commits": [commit],
+        "head_commit": commit,
+        "repository": {
+            "id": 186853002,
+            "name": name,
+            "full_name": repo,
+            "owner": {"login": owner, "type": "User"},
+            "default_branch": "main",
+            "master_branch": "main",
+        },
+        "pusher": {"name": owner},
+        "sender": {"login": owner, "type": "User"},
+    }
+
+
 def issue_comment(body: str, user: str, *, on_pr: bool = False) -> dict[str, Any]:
     """An ``issue_comment.created`` delivery: ``user`` wrote ``body`` on issue 1 of REPO, or
     on its PR 2 if ``on_pr``."""

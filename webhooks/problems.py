@@ -68,6 +68,11 @@ def from_validation(error: ValidationError) -> Response:
     errors = []
     for item in error.errors(include_url=False, include_input=False)[:20]:
         where = ".".join(str(part) for part in item.get("loc", ())) or "body"
-        errors.append(FieldError(field=where, message=str(item.get("msg", "is invalid"))[:300]))
+        message = str(item.get("msg", "is invalid"))
+        if item.get("type") == "value_error":
+            # pydantic prefixes our validators' own sentences ("Value error, '../x' has a
+            # '..' segment"): the reader wants the sentence, as the CLI prints it.
+            message = message.removeprefix("Value error, ")
+        errors.append(FieldError(field=where, message=message[:300]))
     first = errors[0] if errors else FieldError(field="body", message="is invalid")
     return problem(400, f"{first.field}: {first.message}", field=first.field, errors=errors or None)

@@ -89,8 +89,9 @@ def list_(ctx: Context, status: str | None, limit: int, as_json: bool) -> None:
     for row in rows:
         # The event, action, delivery id and error come from outside: escaped, one line.
         name = escaped(f"{row.event}{f'.{row.action}' if row.action else ''}")
-        why = row.reason if row.status == "ignored" else row.last_error
-        why = escaped(why.splitlines()[0][:80]) if why and row.status != "done" else ""
+        # Done or ignored: what a part of the bot skipped and why; otherwise the last error.
+        why = row.reason if row.status in ("done", "ignored") else row.last_error
+        why = escaped(why.splitlines()[0][:80]) if why else ""
         guid = escaped(row.delivery_id[:36])
         click.echo(
             f"{row.id:>6} {row.source:<6} {name[:32]:<32} {row.status:<8} {row.attempts:>5} "

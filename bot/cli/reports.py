@@ -108,8 +108,9 @@ def stale_lines(stale: dict[str, Any] | None) -> list[str]:
         return []
     week = stale["week"]
     how = ", ".join(f"{week[k]} {label}" for k, label in _RESOLVED.items() if week.get(k))
+    lessons = "lesson" if stale["flagged"] == 1 else "lessons"
     return [
-        f"possibly stale: {stale['flagged']} lessons flagged (`playbook-bot stale`); "
+        f"possibly stale: {stale['flagged']} {lessons} flagged (`playbook-bot stale`); "
         f"last 7 days: {week['flagged']} flagged" + (f" ({how})" if how else "")
     ]
 

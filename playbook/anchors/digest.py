@@ -32,7 +32,8 @@ def stale_report(session: Session, view: View = EVERYTHING, now: datetime | None
     flagged = session.scalar(
         select(func.count())
         .select_from(Bullet)
-        .where(Bullet.stale_since.is_not(None), view.lessons())
+        # As `stale.flagged` lists them: an archived lesson keeps its flag, unlisted.
+        .where(Bullet.stale_since.is_not(None), Bullet.status == "active", view.lessons())
     )
     week: dict[str, Any] = {"flagged": 0, "open": 0} | dict.fromkeys(
         [*RESOLUTIONS.values(), AUTOMATIC], 0

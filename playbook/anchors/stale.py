@@ -234,8 +234,13 @@ def clear(session: Session, bullet_id: str, *, actor: str, reason: str | None = 
 def flagged(
     session: Session, view: View = EVERYTHING, scope: str | None = None, limit: int = 500
 ) -> list[dict[str, Any]]:
-    """The flagged lessons ``view`` sees (of ``scope`` if given), oldest flag first."""
-    query = select(Bullet).where(Bullet.stale_since.is_not(None), view.lessons())
+    """The flagged lessons ``view`` sees (of ``scope`` if given), oldest flag first.
+
+    Active ones only: an archived lesson is served to nobody, so nobody needs to look at it;
+    it keeps its flag, and a restore lists it again."""
+    query = select(Bullet).where(
+        Bullet.stale_since.is_not(None), Bullet.status == "active", view.lessons()
+    )
     if scope is not None:
         query = query.where(Bullet.scope == scope)
     rows = session.scalars(query.order_by(Bullet.stale_since, Bullet.id).limit(limit)).all()

@@ -34,3 +34,13 @@ def test_none_any_more() -> None:
 def test_a_flagged_lesson_says_so() -> None:
     body, _ = anchors_comment([AnchoredLesson("pb-1", "t", ("a.py",), stale=True)], max_chars=999)
     assert "possibly out of date" in body
+
+
+def test_a_path_reads_as_itself_not_as_emphasis_or_an_entity() -> None:
+    files = ("orders/__init__.py", "odd/a*b.md", "odd/c*d.md", "x&lt;y`z`~w~.md")
+    body, _ = anchors_comment([AnchoredLesson("pb-1", "t", files)], max_chars=4000)
+    shown = body.split("<sub>anchored to ")[1].split("</sub>")[0]
+    # Each Markdown character escaped with a backslash renders as itself on GitHub.
+    assert shown == ("orders/\\_\\_init\\_\\_.py, odd/a\\*b.md, odd/c\\*d.md and 1 more")
+    body, _ = anchors_comment([AnchoredLesson("pb-1", "t", files[3:])], max_chars=4000)
+    assert "anchored to x&amp;lt;y\\`z\\`\\~w\\~.md</sub>" in body

@@ -116,6 +116,25 @@ def test_an_event_without_handler_is_ignored_with_why(engine, make_worker, caplo
         )
 
 
+def test_a_part_that_stood_aside_says_why_when_another_acted(engine, make_worker) -> None:
+    from bot.handlers.context import Ignored
+
+    router = Router()
+    router.register("github", "pull_request", "opened")(lambda e, _: None)
+
+    @router.register("github", "pull_request", "opened")
+    def quiet(_event, _services):
+        raise Ignored("octo/app asked for no PR comment (pr_comment: false)")
+
+    store(engine, event="pull_request")
+    make_worker(router).run_once()
+    assert statuses(engine) == [("done", 1)]
+    with transaction(engine) as session:
+        assert session.scalars(select(Delivery.reason)).one() == (
+            "octo/app asked for no PR comment (pr_comment: false)"
+        )
+
+
 def test_transient_errors_retry_with_backoff_then_die(engine, make_worker) -> None:
     router = Router()
 

@@ -3,7 +3,6 @@ command it prints, then the address `serve` names, in real processes."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import urllib.request
@@ -11,16 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve import console, free_port
+from tests.serve_process import clean_env, console, free_port
 from tests.support import wait_until_up
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "s3cret-maintainer-token-42"
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("PLAYBOOK_", "GITHUB_"))}
 
 
 def printed_command(stdout: str) -> tuple[dict[str, str], list[str]]:

@@ -15,7 +15,7 @@ from playbook.models import Delivery
 from playbook.repos import stored
 from playbook.repos.settings import FILE_PATH
 from tests.loop_harness import Loop
-from tests.payloads import REPO, fixture
+from tests.payloads import REPO, fixture, push
 
 OWNER = REPO.split("/")[0]
 ORG_DEFAULTS = f"{OWNER}/.github"
@@ -24,38 +24,6 @@ ORG_DEFAULTS = f"{OWNER}/.github"
 def seed(engine: Engine, text: str, scope: str = REPO) -> str:
     with transaction(engine) as session:
         return lifecycle.add(session, text, learned_from="x/y#1", scope=scope, actor="t").bullet.id
-
-
-def push(repo: str, *paths: str, ref: str = "refs/heads/main") -> dict[str, Any]:
-    """A push as GitHub sends it (octokit's example, trimmed): the files its commit touched."""
-    owner, name = repo.split("/")
-    commit = {
-        "id": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
-        "message": "Update settings",
-        "added": [],
-        "modified": list(paths),
-        "removed": [],
-    }
-    return {
-        "ref": ref,
-        "before": "0" * 40,
-        "after": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
-        "created": False,
-        "deleted": False,
-        "forced": False,
-        "commits": [commit],
-        "head_commit": commit,
-        "repository": {
-            "id": 186853002,
-            "name": name,
-            "full_name": repo,
-            "owner": {"login": owner, "type": "User"},
-            "default_branch": "main",
-            "master_branch": "main",
-        },
-        "pusher": {"name": owner},
-        "sender": {"login": owner, "type": "User"},
-    }
 
 
 def open_issue(loop: Loop, title: str, labels: tuple[str, ...] = ()) -> list[dict[str, Any]]:

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,39 +14,17 @@ from playbook.db import transaction
 from playbook.models import Delivery
 from tests.bot.processes import wait_for
 from tests.payloads import fixture_body
+from tests.serve_process import clean_env, console, free_port, request
 from tests.support import GITHUB_SECRET, wait_until_up
 from webhooks.signatures import sign
 
 pytestmark = pytest.mark.slow
 
 
-def console(name: str = "playbook-bot") -> list[str]:
-    script = Path(sys.executable).with_name(name)
-    return [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def request(url: str, body: bytes | None = None, headers: dict[str, str] | None = None):
-    req = urllib.request.Request(
-        url, data=body, headers=headers or {}, method="POST" if body else "GET"
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
 @pytest.fixture
 def served(tmp_path: Path):
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYBOOK_", "GITHUB_"))}
-    env |= {
+    env = clean_env() | {
         "GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
         "PLAYBOOK_WORKER_POLL_SECONDS": "0.1",
         "LOG_FORMAT": "json",

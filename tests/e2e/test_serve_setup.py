@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import urllib.error
 import urllib.request
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve import console, free_port
+from tests.serve_process import clean_env, console, free_port
 from tests.support import wait_until_up
 
 pytestmark = pytest.mark.slow
@@ -32,7 +31,7 @@ def _status(url: str) -> tuple[int, str]:
 
 def test_serve_without_an_app_prints_the_setup_address(tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYBOOK_", "GITHUB_"))}
+    env = clean_env()
     process = subprocess.Popen(
         [*console(), "serve", "--port", str(port)],
         cwd=tmp_path,

@@ -180,7 +180,7 @@ def test_stats_digest_counts_the_weeks_flags_by_resolution(loop: Loop, cli) -> N
     }
     text = cli("stats").stdout
     assert (
-        "possibly stale: 1 lessons flagged (`playbook-bot stale`); last 7 days: 7 flagged "
+        "possibly stale: 1 lesson flagged (`playbook-bot stale`); last 7 days: 7 flagged "
         "(1 cleared, 1 edited, 1 superseded, 1 deprecated, 2 deprecated by the bot, 1 open)"
     ) in text
 

@@ -67,6 +67,9 @@ def test_a_bad_anchor_is_a_4xx_naming_the_field(api, playbook, field, value, why
     assert 400 <= answer.status_code < 500 and answer.status_code != 404, answer.text
     assert field in answer.text and why in answer.text
     assert "Traceback" not in answer.text
+    # The sentence a person reads, without pydantic's "Value error, " in front.
+    assert answer.get_json()["detail"].startswith(f"{field}: ")
+    assert "Value error" not in answer.text
 
 
 def test_a_maintainer_sets_and_clears_anchors(api, playbook, engine: Engine) -> None:

@@ -33,6 +33,7 @@ def _blueprint() -> Blueprint:
         ("/lessons/<bullet_id>/deprecate", "deprecate", write(lessons.deprecate), ("POST",)),
         ("/lessons/<bullet_id>/restore", "restore", write(lessons.restore), ("POST",)),
         ("/lessons/<bullet_id>/supersede", "supersede", write(lessons.supersede), ("POST",)),
+        ("/lessons/<bullet_id>/clear-stale", "clear_stale", write(lessons.clear_stale), ("POST",)),
         ("/lessons/<bullet_id>/edit", "edit_form", write(lessons.edit_form), ("GET",)),
         ("/lessons/<bullet_id>/edit", "edit", write(lessons.edit), ("POST",)),
         ("/proposals", "proposals", read(proposal_batches.proposals), ("GET",)),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from playbook import agents, db
+from playbook.anchors import stale
 from playbook.errors import BulletNotFound, InvalidInput, InvalidTransition
 from playbook.lessons import browse, fields, lifecycle, replacements
 from playbook.models import STATUSES
@@ -63,6 +65,8 @@ def lesson(bullet_id: str) -> str:
             successors=replacements.chain(session, bullet),
             supersedes=replacements.superseded_by_it(session, bullet.id),
             ratings=ratings.summary(session, bullet.id),
+            # The panel of /ui/stats links here: the flag, and what clears it, are shown.
+            files_gone=stale.files_gone(bullet.stale_detail) is not None,
         )
 
 
@@ -149,6 +153,18 @@ def restore(bullet_id: str) -> Response:
         bullet_id,
         lambda session, key: agents.restore(session, access.caller(), key, _reason()),
         f"restored {bullet_id}: it is active again",
+    )
+
+
+def clear_stale(bullet_id: str) -> Response:
+    """Clear a lesson's stale flag: it still holds after the PR that flagged it."""
+    who = access.caller()
+    return _act(
+        bullet_id,
+        lambda session, key: SimpleNamespace(
+            changed=stale.clear(session, key, actor=who.actor, reason=_reason())
+        ),
+        f"cleared the stale flag of {bullet_id}: it is listed as possibly stale no more",
     )
 
 

@@ -21,7 +21,7 @@ from playbook.repos.settings import FILE_PATH, MAX_FILE_BYTES
 from tests.bot.cli.fake_github import GITHUB_SETTINGS, as_app, fake_github
 from tests.bot.cli.test_cli_errors import closed_port, error_line
 from tests.bot.cli.test_cli_startup import imported_by
-from tests.e2e.test_serve import console
+from tests.serve_process import console
 
 Run = Callable[..., Result]
 

@@ -14,6 +14,14 @@ from playbook.db import transaction
 from playbook.lessons import demotions, lifecycle
 
 HOSTILE = "<script>alert(1)</script> \u202eKafka lock"
+TOKEN = "ui-maintainer-token"
+
+
+def _log_in(client: Any) -> None:
+    login = client.get("/ui/login").text
+    token = re.search(r'name="csrf_token" value="([^"]+)"', login).group(1)
+    answer = client.post("/ui/login", data={"token": TOKEN, "name": "carol", "csrf_token": token})
+    assert answer.status_code == 302, answer.text
 
 
 @pytest.fixture
@@ -63,3 +71,43 @@ def test_flagged_lessons_are_listed_with_what_changed(engine: Engine, page: Any)
     assert "left out of AGENTS.md until looked at" in text
     assert kept.bullet.id not in text
     assert "<script>" not in markup and "&lt;script&gt;" in markup
+
+
+def test_the_lesson_page_the_panel_links_to_shows_the_flag_and_clears_it(
+    engine: Engine, shared_app: Any
+) -> None:
+    with transaction(engine) as session:
+        gone = lifecycle.add(session, HOSTILE, learned_from="T-1", actor="t", scope="acme/api")
+        gone.bullet.paths = ["orders/locking.py"]
+        session.flush()
+        removed = [FileChange("removed", "orders/locking.py")]
+        flag(session, "acme/api", "acme/api#12", removed, actor="bot")
+        lesson_id = gone.bullet.id
+    client = shared_app(api_token=TOKEN).test_client()
+    _log_in(client)
+    page = client.get(f"/ui/lessons/{lesson_id}").text
+    note = said(page.split('class="demoted card stale-flag"')[1].split("</div>")[0])
+    assert "Possibly stale since" in note
+    assert "acme/api#12 removed every file it is about (deleted orders/locking.py)" in note
+    assert "left out of AGENTS.md until looked at" in note
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    # Someone who is not logged in sees the flag, and no form to clear it.
+    public = shared_app(api_token=TOKEN, ui_public_read=True).test_client()
+    seen = public.get(f"/ui/lessons/{lesson_id}").text
+    assert "Possibly stale since" in seen and "clear-stale" not in seen
+
+    # Without the CSRF token nothing changes; with it, the flag is cleared with the reason.
+    refused = client.post(f"/ui/lessons/{lesson_id}/clear-stale", data={"reason": "x"})
+    assert refused.status_code in (400, 403)
+    answer = client.post(
+        f"/ui/lessons/{lesson_id}/clear-stale",
+        data={"csrf_token": token, "reason": "the lock moved to orders/db.py"},
+        follow_redirects=True,
+    )
+    assert f"cleared the stale flag of {lesson_id}" in answer.text
+    assert "stale-flag" not in answer.text
+    assert "the lock moved to orders/db.py" in answer.text  # in its history
+    again = client.post(
+        f"/ui/lessons/{lesson_id}/clear-stale", data={"csrf_token": token}, follow_redirects=True
+    )
+    assert f"{lesson_id} was already like that; nothing changed" in again.text

@@ -287,3 +287,21 @@ def test_guessing_the_token_is_slowed_down(make: Any, monkeypatch: pytest.Monkey
     assert blocked.status_code == 429 and "wait a minute" in blocked.text
     monkeypatch.setattr(access, "FAILED_WINDOW_SECONDS", 0.0)
     assert client.post("/ui/login", data={"token": TOKEN, "csrf_token": token}).status_code == 302
+
+
+def test_a_done_delivery_shows_what_a_part_of_the_bot_skipped(make: Any, engine: Engine) -> None:
+    from sqlalchemy import update
+
+    from playbook.models import Delivery
+    from tests.support import put
+
+    row = put(engine, '{"action": "opened"}', event="pull_request")
+    skipped = "acme/app asked for no PR comment (pr_comment: false in .github/playbook-bot.yml)"
+    with transaction(engine) as session:
+        session.execute(
+            update(Delivery).where(Delivery.id == row).values(status="done", reason=skipped)
+        )
+    client = make()
+    _log_in(client)
+    page = client.get(f"/ui/deliveries/{row}").text
+    assert "acme/app asked for no PR comment (pr_comment: false in" in page
