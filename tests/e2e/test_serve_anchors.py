@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 TOKEN = "maintainer-token-for-the-anchors-probe"
 AGENT_TOKEN = "agent-token-for-the-anchors-probe"
 HEAD = "### Lessons for the files this pull request changes"
-NONE_ANY_MORE = "No lesson in the playbook is anchored to the files this pull request changes"
+NONE_ANY_MORE = "No lesson in the playbook applies to the files this pull request changes"
 SETTINGS_FILE = ".github/playbook-bot.yml"
 BOT = {"login": "playbook-bot[bot]", "type": "Bot"}
 # A delivery is finished in one of these; "failed" is retried.
@@ -448,13 +448,12 @@ def test_a_lesson_whose_files_are_gone_is_warned_of_and_left_out_of_agents_md(
 
 
 def test_max_lessons_in_the_settings_file_keeps_the_best_fitting(world: World) -> None:
-    world.github.put_file(REPO, SETTINGS_FILE, b"max_lessons: 1\nmin_relevance: 0.99\n")
+    world.github.put_file(REPO, SETTINGS_FILE, b"max_lessons: 1\n")
     world.add("Keep the CDN purge list sorted", "web/**")
     fitting = world.add("Dedupe webhook retries on the provider's event id", "web/**")
     world.pr("opened", 15, "web/hooks.py", title="CTMS-4337: dedupe webhook retries")
     [body] = world.comments(15)
-    # The floor hides no anchored lesson (the anchor is the evidence); the cap keeps one,
-    # the one whose words fit the PR's title.
+    # Both are anchored to the file; the cap keeps the one whose words fit the PR's title.
     assert listed(body) == [fitting]
 
 
