@@ -322,8 +322,8 @@ def print_report(report: dict[str, Any]) -> None:
     )
     print(
         f"history: {h['source']} @ {str(h['head'])[:12]} ({h['licence']}), {h['commits']:,} "
-        f"commits {h['from']} .. {h['to']}, {h['with a ticket']:,} naming a {h['project']} "
-        f"ticket  "
+        f"commits {h['from']} .. {h['to']}, {h['with a ticket']:,} naming a ticket "
+        f"of {h['project']}  "
     )
     d = report["dataset"]
     print(f"tickets: {d['name']}, {d['project tickets']:,} {h['project']} tickets\n")
@@ -352,7 +352,7 @@ def print_report(report: dict[str, Any]) -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, row in s["listed_per_week"].items():
         print(
-            f"| {name} | {row['weeks']:,} | {row['median']} | {row['p90']} | {row['max']} | "
+            f"| {name} | {row['weeks']:,} | {row['median']:g} | {row['p90']} | {row['max']} | "
             f"{row['mean']} |"
         )
     never = s["flagged_if_never_cleared"]

@@ -70,7 +70,9 @@ def load(path: Path = DEFAULT) -> tuple[dict[str, Any], list[Commit]]:
                     meta = dict(row["meta"])
                     continue
                 commits.append(commit(row))
-            except (ValueError, KeyError, TypeError, IndexError) as error:
+            except KeyError as error:
+                raise BadHistory(f"{path.name} line {number}: no {error.args[0]!r} field") from None
+            except (ValueError, TypeError, IndexError) as error:
                 raise BadHistory(f"{path.name} line {number}: {error}") from None
     commits.sort(key=lambda c: c.at)
     return meta, commits
