@@ -130,6 +130,7 @@ def staleness(run: Replay, commits: list[history.Commit]) -> dict[str, Any]:
         "anchored": len(anchored),
         "by_rule": dict(Counter(lesson.kind for lesson in lessons)),
         "touched_again": touched,
+        "by_anchor_kind": by_kind(run, anchored, first, end),
         "flags": len(run.flags),
         "flags_by_same_ticket": sum(1 for e in run.flags if e.same_ticket),
         "listed_per_week": {
@@ -148,6 +149,29 @@ def staleness(run: Replay, commits: list[history.Commit]) -> dict[str, Any]:
         "busy_files_left_out": dict(run.busy.left_out.most_common(5)) if run.busy else {},
         "refused": run.refused,
     }
+
+
+def by_kind(
+    run: Replay, anchored: list[Any], first: dict[str, datetime], end: datetime
+) -> dict[str, Any]:
+    """Per branch of the capture rule: lessons, touched within 30 days, flags per lesson-year."""
+    flags = Counter(event.lesson for event in run.flags)
+    out: dict[str, Any] = {}
+    for kind in sorted({lesson.kind for lesson in anchored}):
+        group = [lesson for lesson in anchored if lesson.kind == kind]
+        month = [lesson for lesson in group if lesson.at <= end - timedelta(days=30)]
+        soon = sum(
+            1
+            for lesson in month
+            if lesson.key in first and first[lesson.key] - lesson.at <= timedelta(days=30)
+        )
+        years = sum(max((end - lesson.at).days, 1) for lesson in group) / 365.25
+        out[kind] = {
+            "lessons": len(group),
+            "touched within 30 days": share(soon, len(month)),
+            "flags per lesson-year": round(sum(flags[lesson.key] for lesson in group) / years, 2),
+        }
+    return out
 
 
 def naming(rows: list[dict[str, Any]], commits: list[history.Commit]) -> dict[str, Any]:
@@ -248,6 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     datasets.add_arguments(parser)
     parser.add_argument("--limit", type=int, default=None, help="only the oldest N commits")
     parser.add_argument("--json", action="store_true", help="one JSON document, no table")
+    parser.add_argument("--progress", action="store_true", help="a line on stderr now and then")
     parser.add_argument(
         "--rule",
         choices=("quiet", "written"),
@@ -271,7 +296,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     command = "python bench/anchor_history.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
     source = meta.get("source") or args.history.name
-    run = anchor_replay.replay(commits, tickets, source, project, quiet=args.rule == "quiet")
+    run = anchor_replay.replay(
+        commits, tickets, source, project, quiet=args.rule == "quiet", progress=args.progress
+    )
     report: dict[str, Any] = {
         "command": command.strip(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -348,6 +375,13 @@ def print_report(report: dict[str, Any]) -> None:
     for name, row in s["touched_again"].items():
         other = row["another ticket's commit"]
         print(f"| {name} | {row['lessons']:,} | {pct(row['any commit'])} | {pct(other)} |")
+    print("\n| anchored by | lessons | touched within 30 days | flags per lesson-year |")
+    print("| --- | ---: | ---: | ---: |")
+    for kind, row in s["by_anchor_kind"].items():
+        print(
+            f"| {kind} | {row['lessons']:,} | {pct(row['touched within 30 days'])} | "
+            f"{row['flags per lesson-year']} |"
+        )
     print("\n| flagged lessons listed per week | weeks | median | p90 | max | mean |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, row in s["listed_per_week"].items():

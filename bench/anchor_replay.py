@@ -17,6 +17,7 @@ so a placeholder text cannot take part in a ranking.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -135,6 +136,7 @@ def replay(
     project: str,
     *,
     quiet: bool = True,
+    progress: bool = False,
 ) -> Replay:
     """Replay ``commits`` (oldest first), searching each of ``tickets`` a later commit fixes.
 
@@ -154,7 +156,9 @@ def replay(
     with_anchors, without = Retriever(), Retriever()
     week: datetime | None = None
     with playbooks() as (session, plain):
-        for at, _, kind, item in events:
+        for i, (at, _, kind, item) in enumerate(events):
+            if progress and i % 500 == 499:
+                print(f"  {i + 1:,} of {len(events):,} events, {at:%Y-%m-%d}", file=sys.stderr)
             clock.set_clock(lambda at=at: at)
             if week is not None and week_of(at) != week:
                 run.weeks.append(weekly_look(session, week))

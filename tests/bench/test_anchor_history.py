@@ -111,6 +111,11 @@ def test_the_five_commits_give_the_numbers_counted_by_hand(report: dict[str, Any
     }
     assert s["touched_again"]["90 days"]["any commit"] == 1.0
     assert (s["flags"], s["flags_by_same_ticket"]) == (3, 0)
+    # Two flags over ACME-1's and ACME-4's 152 + 1 days; one over ACME-2's 143.
+    assert s["by_anchor_kind"] == {
+        "files": {"lessons": 2, "touched within 30 days": 1.0, "flags per lesson-year": 4.77},
+        "folder": {"lessons": 1, "touched within 30 days": 0.0, "flags per lesson-year": 2.55},
+    }
     # 22 weeks from 1 January to the week of 1 June; one flagged lesson listed in three.
     weekly = s["listed_per_week"]["whole history"]
     assert (weekly["weeks"], weekly["median"], weekly["max"], weekly["mean"]) == (22, 0, 1, 0.14)
