@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -219,6 +220,9 @@ def test_the_shipped_extract_replays_on_a_slice() -> None:
     assert s["listed_per_week"]["whole history"]["weeks"] > 0
 
 
+NO_SIGNING = ("-c", "commit.gpgsign=false")
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_the_extract_keeps_dates_keys_and_file_statuses_of_any_repository(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
@@ -227,11 +231,11 @@ def test_the_extract_keeps_dates_keys_and_file_statuses_of_any_repository(tmp_pa
     def git(*args: str, when: str = "2024-01-01T10:00:00+02:00") -> None:
         env = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "HOME": str(tmp_path)}
         subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args],
+            ["git", "-c", "user.name=t", "-c", "user.email=t@e", *NO_SIGNING, *args],
             cwd=repo,
             check=True,
             capture_output=True,
-            env={**env, "PATH": "/usr/bin:/bin"},
+            env={**os.environ, **env, "GIT_CONFIG_NOSYSTEM": "1"},
         )
 
     git("init", "-q")
