@@ -1,9 +1,9 @@
 """A repository's history extract read back, the anchors a commit's lesson gets, and who is where.
 
 The extract is bench/extract_history.py's: a header line, then one line per commit (date,
-ticket keys, changed files with git's status). `capture` is the anchor rule of issue 43 for a
-lesson learned from a change: until `playbook/anchors/capture.py` lands it is a local copy of
-the rule, and `AnchorIndex` finds the lessons a path touches without reading every lesson.
+ticket keys, changed files with git's status). `capture` gives a lesson learned from a change
+its anchors by the bot's own rule (`playbook.anchors.capture`), and `AnchorIndex` finds the
+lessons a path touches without reading every lesson.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from playbook import clock
-from playbook.anchors import fields as anchor_fields
+from playbook.anchors import capture as capture_rule
 from playbook.anchors import stale
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "bench" / "data" / "zookeeper-history.jsonl.gz"
-# The capture rule's budget: this many files are anchors themselves, as are this many folders.
-FEW = 3
 # The extract's statuses as GitHub's "List pull requests files" names them.
 STATUSES = {"A": "added", "M": "modified", "D": stale.REMOVED, "R": stale.RENAMED}
 # The characters that make an anchor a glob rather than one file.
@@ -100,35 +98,18 @@ def capture(
 ) -> tuple[str, list[str]]:
     """The anchors of a lesson learned from a change, and which branch of the rule gave them.
 
-    Issue 43's rule, over the files the change leaves behind (a deleted file is nobody's
-    anchor): at most FEW files are the anchors themselves; else their longest common folder
-    (`dir/**`) unless that is the root; else at most FEW folders, a file at the root standing
-    for itself (the root folder would be the whole repository); else none. An anchor longer
-    than the playbook takes is left out, as are the ``busy`` files (see `Busy`).
+    The bot's own rule (`playbook.anchors.capture.from_changes`: a few files are the anchors
+    themselves, else one common folder per top-level folder when few, else none), over the
+    change without the ``busy`` files (see `Busy`; none for the rule as the bot ships it).
     """
-    files = sorted({c.path for c in changes if c.status != stale.REMOVED} - set(busy))
-    files = [f for f in files if len(f) <= anchor_fields.PATH_CHARS]
-    if not files:
+    kept = [change for change in changes if change.path not in busy]
+    anchors = capture_rule.from_changes(kept) or []
+    if not anchors:
         return "none", []
-    if len(files) <= FEW:
-        return "files", files
-    common = _common_folder(files)
-    if common:
-        return "folder", [f"{common}/**"]
-    folders = sorted({f.rpartition("/")[0] + "/**" if "/" in f else f for f in files})
-    if len(folders) <= FEW:
-        return "folders", folders
-    return "none", []
-
-
-def _common_folder(files: list[str]) -> str:
-    parts = [f.split("/")[:-1] for f in files]
-    common: list[str] = []
-    for segment in zip(*parts, strict=False):
-        if len(set(segment)) != 1:
-            break
-        common.append(segment[0])
-    return "/".join(common)
+    folders = [anchor for anchor in anchors if anchor.endswith("/**")]
+    if not folders:
+        return "files", anchors
+    return ("folder" if len(anchors) == 1 else "folders"), anchors
 
 
 class Busy:
