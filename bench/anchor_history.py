@@ -9,12 +9,13 @@ docstring has the command). The tickets are ../shared/datasets/apache-jira-dev.j
 present (bench/datasets.py), its tickets of the history's Jira project. ``--limit N`` replays
 only the oldest N commits; the whole history takes about 25 minutes on 2 cores (some 240,000
 flags and their weekly clears go through the database), ``--progress`` says how far it is.
-``--rule written`` captures anchors by issue 43's rule as written; the default leaves out busy
-files (bench/history.py's `Busy`: on this history, CHANGES.txt, which most commits until 2016
-touch, would flag nearly every lesson every week).
+The default, ``--rule written``, captures anchors by the bot's own rule
+(`playbook.anchors.capture`, which leaves out lock files and changelogs by name);
+``--rule quiet`` also leaves out the files most recent commits touch (bench/history.py's
+`Busy`), to show what such a filter would buy.
 
 Every commit naming a ticket makes that ticket's lesson, anchored to the change's files by
-issue 43's capture rule (bench/history.py); every later commit that modifies, renames or
+the bot's capture rule (bench/history.py); every later commit that modifies, renames or
 deletes an anchored file flags it through the bot's own `stale.flag`; a maintainer lists and
 clears the flags once a week (bench/anchor_replay.py). Reported:
 
@@ -280,8 +281,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--rule",
         choices=("quiet", "written"),
-        default="quiet",
-        help="capture as issue 43 writes it, or (quiet, the default) leaving out busy files",
+        default="written",
+        help="capture by the bot's rule (written, the default), or leaving out busy files (quiet)",
     )
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
