@@ -6,14 +6,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import requests
 from github.GithubException import GithubException, UnknownObjectException
 from jira.exceptions import JIRAError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from bot import metrics, pull_files, reaction_reads, review_reads
+from bot import claims, metrics, pull_files, reaction_reads, review_reads
 from bot.config import Settings
 from bot.github import GitHubClients, NotConfigured
 from bot.jira import JiraAuthor, JiraClient, author_of
@@ -25,6 +26,7 @@ from playbook.anchors.stale import FileChange
 from playbook.deliveries import inbox, side_effects
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,37 @@ def log_effect(
             # and the worker need not wait for a disk flush per delivery without credentials.
             inbox.asynchronous_commit(session)
         record_effect(session, ref, action, status, detail, comment=comment)
+
+
+def read_softly(
+    engine: Engine,
+    dry_run: bool,
+    ref: TicketRef,
+    action: str,
+    call: Callable[[], T],
+    consequence: str,
+    logger: logging.Logger = log,
+) -> T | None:
+    """``call()``'s answer, or None when it fails, logged either way: for a read whose failure
+    must cost only what depends on it (``consequence``, said in the log), not the delivery.
+
+    Like `context.effect`: the lease is checked first, and a missing credential is logged as
+    skipped with the setting to set. ``logger``: the handler's, whose lines these follow.
+    """
+    claims.check()
+    try:
+        result = call()
+    except NotConfigured as missing:
+        logger.warning("%s on %s skipped: %s; %s", action, ref.key, missing, consequence)
+        log_effect(engine, ref, action, "skipped", str(missing))
+        return None
+    except (GithubException, requests.RequestException) as error:
+        why = f"HTTP {error.status}" if isinstance(error, GithubException) else type(error).__name__
+        logger.warning("%s on %s failed (%s): %s", action, ref.key, why, consequence)
+        log_effect(engine, ref, action, "failed", why)
+        return None
+    log_effect(engine, ref, action, "dry_run" if dry_run else "done")
+    return result
 
 
 def record_effect(

@@ -10,12 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import requests
-from github.GithubException import GithubException
-
-from bot import claims
-from bot.effects import TicketRef, log_effect
-from bot.github import NotConfigured
+from bot.effects import TicketRef, read_softly
 from playbook.anchors.capture import from_changes
 
 if TYPE_CHECKING:
@@ -31,19 +26,17 @@ def of_pull(services: Services, ref: TicketRef) -> list[str] | None:
     The delivery's lease is checked first, as before any side effect: a worker that lost the
     delivery raises LeaseLost here rather than capture anything.
     """
-    claims.check()
-    try:
-        changes = services.out.pull_files(ref)
-    except NotConfigured as missing:
-        log.warning("%s on %s skipped: %s; no anchors", ACTION, ref.key, missing)
-        log_effect(services.engine, ref, ACTION, "skipped", str(missing))
+    changes = read_softly(
+        services.engine,
+        services.out.dry_run,
+        ref,
+        ACTION,
+        lambda: services.out.pull_files(ref),
+        "lessons captured without anchors",
+        log,
+    )
+    if changes is None:
         return None
-    except (GithubException, requests.RequestException) as error:
-        why = f"HTTP {error.status}" if isinstance(error, GithubException) else type(error).__name__
-        log.warning("%s on %s failed (%s): lessons captured without anchors", ACTION, ref.key, why)
-        log_effect(services.engine, ref, ACTION, "failed", why)
-        return None
-    log_effect(services.engine, ref, ACTION, "dry_run" if services.out.dry_run else "done")
     paths = from_changes(changes)
     log.info(
         "%s: %d changed files anchor its lessons to %s",

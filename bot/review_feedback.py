@@ -15,12 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import requests
-from github.GithubException import GithubException
-
-from bot import claims, model_jobs
-from bot.effects import TicketRef, log_effect
-from bot.github import NotConfigured
+from bot import model_jobs
+from bot.effects import TicketRef, read_softly
 from bot.handlers.context import PermanentError, effect
 from playbook import db
 from playbook.outcomes import evidence
@@ -47,25 +43,11 @@ _ACTIONS = {
 
 
 def _read(services: Services, ref: TicketRef, action: str, call: Callable[[], T]) -> T | None:
-    """An effect whose failure is logged as failed and answers None, instead of raising.
-
-    Like `context.effect` (the lease checked first, a missing credential logged as skipped),
-    but a GitHub that fails here fails only the proposals, never the outcome applied before.
-    """
-    claims.check()
-    try:
-        result = call()
-    except NotConfigured as missing:
-        log.warning("%s on %s skipped: %s", action, ref.key, missing)
-        log_effect(services.engine, ref, action, "skipped", str(missing))
-        return None
-    except (GithubException, requests.RequestException) as error:
-        why = f"HTTP {error.status}" if isinstance(error, GithubException) else type(error).__name__
-        log.warning("%s on %s failed (%s): no proposals from it", action, ref.key, why)
-        log_effect(services.engine, ref, action, "failed", why)
-        return None
-    log_effect(services.engine, ref, action, "dry_run" if services.out.dry_run else "done")
-    return result
+    """An effect whose failure is logged as failed and answers None, instead of raising: a
+    GitHub that fails here fails only the proposals, never the outcome applied before."""
+    return read_softly(
+        services.engine, services.out.dry_run, ref, action, call, "no proposals from it", log
+    )
 
 
 def _strict(services: Services, ref: TicketRef, action: str, call: Callable[[], T]) -> T | None:
