@@ -364,12 +364,13 @@ def print_report(report: dict[str, Any]) -> None:
     if s["rule"] == "quiet":
         busy = ", ".join(f"{path} ({n:,})" for path, n in s["busy_files_left_out"].items())
         print(
-            f"Capture rule: issue 43's, leaving out busy files (changed by >= "
+            "Capture rule: the bot's (playbook.anchors.capture), leaving out busy files too "
+            f"(changed by >= "
             f"{history.Busy.SHARE:.0%} of the last {history.Busy.WINDOW} commits); left out of "
             f"most lessons: {busy or 'none'}.\n"
         )
     else:
-        print("Capture rule: issue 43's as written.\n")
+        print("Capture rule: the bot's (playbook.anchors.capture).\n")
     print(
         f"{s['lessons']:,} lessons, {s['anchored']:,} anchored (capture rule: {rules}); "
         f"{s['flags']:,} flags ({s['flags_by_same_ticket']:,} by a commit of the lesson's own "
