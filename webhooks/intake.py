@@ -209,7 +209,8 @@ class Envelope:
 
 
 def store(envelope: Envelope, text: str) -> tuple[Any, int]:
-    """Insert the delivery if new; 202 when stored, 200 for a duplicate, 503 if the db is down."""
+    """Insert the delivery if new; 202 when stored (or a dead one redelivered is queued again),
+    200 for a duplicate, 503 if the db is down."""
     headers = {
         name: request.headers[name][:MAX_HEADER_CHARS]
         for name in KEPT_HEADERS
@@ -235,6 +236,11 @@ def store(envelope: Envelope, text: str) -> tuple[Any, int]:
             return database_down()
         label = f"{envelope.event}{f'.{envelope.action}' if envelope.action else ''}"
         if not new:
+            with db.transaction(runtime().engine) as session:
+                revived = inbox.revive_dead(session, envelope.source, envelope.delivery_id, text)
+            if revived:
+                log.info("dead %s delivery %s redelivered: queued again", envelope.source, label)
+                return jsonify(status="requeued", delivery=envelope.delivery_id), 202
             log.info("duplicate %s delivery %s ignored", envelope.source, label)
             return jsonify(status="duplicate", delivery=envelope.delivery_id), 200
         log.info("accepted %s %s", envelope.source, label)

@@ -356,6 +356,25 @@ def replay(session: Session, deliveries: Sequence[Delivery]) -> int:
     return len(deliveries)
 
 
+def revive_dead(session: Session, source: str, delivery_id: str, payload: str) -> bool:
+    """Queue a dead delivery again when its sender redelivers it as it was; True if it did.
+
+    GitHub's "Redeliver" sends the same delivery id and body: after the cause is fixed (a
+    permission granted, a setting set), that is what an operator clicks, and it should run
+    again rather than be answered as a duplicate. A delivery that is not dead, or a body that
+    differs from the one stored, is a duplicate as before.
+    """
+    row = session.scalar(
+        select(Delivery)
+        .where(Delivery.source == source, Delivery.delivery_id == delivery_id)
+        .with_for_update()
+    )
+    if row is None or row.status != "dead" or row.payload != payload:
+        return False
+    replay(session, [row])
+    return True
+
+
 def known(session: Session, source: str, delivery_ids: Collection[str]) -> set[str]:
     """Which of these delivery ids of ``source`` are in the inbox already."""
     if not delivery_ids:

@@ -66,6 +66,30 @@ def test_redelivery_is_a_duplicate(deliver, engine: Engine) -> None:
     assert len(rows(engine)) == 1
 
 
+def test_redelivering_a_dead_delivery_queues_it_again(deliver, engine: Engine) -> None:
+    # After the cause is fixed, GitHub's "Redeliver" (same id, same body) runs it again.
+    assert deliver("pull_request.opened", delivery="dead-1").status_code == 202
+    with transaction(engine) as session:
+        row = session.scalar(select(Delivery).where(Delivery.delivery_id == "dead-1"))
+        row.status, row.attempts, row.last_error = "dead", 5, "GitHub answered 403"
+    again = deliver("pull_request.opened", delivery="dead-1")
+    assert (again.status_code, again.get_json()["status"]) == (202, "requeued")
+    [row] = rows(engine)
+    assert (row.status, row.attempts) == ("pending", 0)
+    # Queued again, not dead any more: a second redelivery is a duplicate.
+    assert deliver("pull_request.opened", delivery="dead-1").get_json()["status"] == "duplicate"
+
+
+def test_a_dead_delivery_sent_with_another_body_stays_dead(deliver, engine: Engine) -> None:
+    assert deliver("pull_request.opened", delivery="dead-2").status_code == 202
+    with transaction(engine) as session:
+        row = session.scalar(select(Delivery).where(Delivery.delivery_id == "dead-2"))
+        row.status = "dead"
+    other = deliver("pull_request.closed", delivery="dead-2")
+    assert (other.status_code, other.get_json()["status"]) == (200, "duplicate")
+    assert [row.status for row in rows(engine)] == ["dead"]
+
+
 def test_ping_is_answered_and_not_stored(deliver, engine: Engine) -> None:
     response = deliver("ping")
     assert response.status_code == 200
