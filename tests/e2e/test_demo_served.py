@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve_process import clean_env, console, free_port
-from tests.support import wait_until_up
+from tests.serve_process import clean_env, console, serving
 
 pytestmark = pytest.mark.slow
 
@@ -29,24 +28,16 @@ def printed_command(stdout: str) -> tuple[dict[str, str], list[str]]:
 
 def serve(cwd: Path, env: dict[str, str], argv: list[str]) -> tuple[int, str, str]:
     """Serve until /ui/ answered; its status, its page and the server's log."""
-    port = free_port()
-    process = subprocess.Popen(
-        [*console(), *argv[1:], "--port", str(port)],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(url, process)
-        with urllib.request.urlopen(f"{url}/ui/", timeout=10) as answer:
-            status, page = answer.status, answer.read().decode()
-    finally:
-        process.terminate()
-        _out, log = process.communicate(timeout=30)
-    return status, page, log.replace(f":{port}/", ":PORT/")
+    assert argv[1] == "serve", argv
+    log = cwd / "server.log"
+    seen = log.stat().st_size if log.exists() else 0
+    with (
+        serving(cwd, env, *argv[2:]) as url,
+        urllib.request.urlopen(f"{url}/ui/", timeout=10) as answer,
+    ):
+        status, page = answer.status, answer.read().decode()
+    port = url.rsplit(":", 1)[1]
+    return status, page, log.read_text()[seen:].replace(f":{port}/", ":PORT/")
 
 
 def test_the_kept_demo_is_served_on_a_filled_web_page(tmp_path: Path) -> None:
