@@ -48,7 +48,10 @@ def _seed(site: Site) -> list[int]:
         payload = f'{{"issue": {{"number": {n}}}, "repository": {{"full_name": "acme/api"}}}}'
         made.append(put(engine, payload))
     with db.transaction(engine) as session:
-        rows = session.scalars(select(Delivery).where(Delivery.id.in_(made))).all()
+        # In the order they were made: the n-th delivery is ticket #n (a server need not
+        # return rows in insertion order without ORDER BY).
+        query = select(Delivery).where(Delivery.id.in_(made)).order_by(Delivery.id)
+        rows = session.scalars(query).all()
         for n, row in enumerate(rows, 1):
             row.status = "done"
             session.add(
